@@ -1,0 +1,115 @@
+# pvegpu.llmstack: make setup, make lab, make test (README.md).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT := $(CURDIR)
+VENV := $(ROOT)/.venv
+PY := $(VENV)/bin/python
+export PATH := $(VENV)/bin:$(PATH)
+export CONTAINERS_CONF := $(ROOT)/tests/harness/containers.conf
+export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
+export ANSIBLE_ROLES_PATH := $(ROOT)/roles
+export ANSIBLE_NOCOLOR := 1
+export PY_COLORS := 0
+
+COLLECTION_LINK := .cache/collections/ansible_collections/pvegpu/llmstack
+# Debian packages the tests need (podman with runc and netavark, debootstrap for the images,
+# shellcheck for ansible-test sanity).
+APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs \
+	debootstrap shellcheck
+# Roles not implemented yet; the lab skips them (each fails clearly when run).
+LAB_SKIP_TAGS := host_preflight,vfio,gpu_vm,guest_image,nvidia,vllm,litellm,tls_proxy,langfuse,monitoring,network_policy,burnin
+MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+# pytest exits 5 when it collects no test: an empty stage is not a failure.
+PYTEST = rc=0; $(PY) -m pytest $(1) || rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected in $(1)"; rc=0; fi; exit $$rc
+
+.PHONY: help setup apt venv link image test test-quick lint sanity units molecule integration \
+	lab lab-up lab-down docs docs-check build bench clean
+
+help:
+	@echo "make setup       venv, Debian packages, podman config, base image (idempotent)"
+	@echo "make lab         start the local lab and run site.yml against it (make lab-down removes it)"
+	@echo "make test        lint + sanity + units + molecule + integration (what CI runs)"
+	@echo "make test-quick  lint + units + the fast integration tests"
+	@echo "make docs        regenerate the role READMEs and docs/roles/ from meta/argument_specs.yml"
+	@echo "make build       build the collection tarball"
+
+# ---------------------------------------------------------------- setup
+setup: apt venv link image
+
+apt:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "apt: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then \
+	  echo "apt: installing$$missing"; \
+	  apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "apt: missing$$missing; run as root: apt-get install -y$$missing"; exit 1; fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+link:
+	@mkdir -p $(dir $(COLLECTION_LINK))
+	@ln -sfn ../../../.. $(COLLECTION_LINK)
+	@test -f $(COLLECTION_LINK)/galaxy.yml
+
+image: apt
+	tools/build-image.sh
+
+# ---------------------------------------------------------------- tests
+test: lint sanity units molecule integration
+	@echo "make test: all stages passed"
+
+test-quick: lint units
+	$(call PYTEST,tests/integration -m "not slow" -q)
+
+lint: link docs-check
+	yamllint -s .
+	ruff check plugins tools tests
+	ansible-lint --profile production
+	$(PY) tools/check_build.py
+
+sanity: link
+	tools/ansible-test.sh sanity
+
+units: link
+	$(call PYTEST,tests/unit -q)
+
+molecule: link image
+	@for s in $(MOLECULE_SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
+
+integration: link image
+	$(call PYTEST,tests/integration -q)
+
+bench: link
+	$(PY) tools/bench.py
+
+# ---------------------------------------------------------------- lab
+lab: setup lab-up
+	ansible-playbook site.yml -i inventories/lab --skip-tags $(LAB_SKIP_TAGS)
+	$(PY) tools/lab.py summary --skipped $(LAB_SKIP_TAGS)
+
+lab-up: link
+	$(PY) tools/lab.py up
+
+lab-down:
+	$(PY) tools/lab.py down
+
+# ---------------------------------------------------------------- docs and build
+docs:
+	$(PY) tools/gen_role_docs.py
+
+docs-check:
+	$(PY) tools/gen_role_docs.py --check
+
+build: link
+	ansible-galaxy collection build --force
+
+clean:
+	rm -rf .cache tests/output pvegpu-llmstack-*.tar.gz

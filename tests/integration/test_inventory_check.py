@@ -1,0 +1,135 @@
+"""inventory_check through the real site.yml: every negative inventory (tests/inventories/negative/*.yml,
+layered on tests/inventories/base.yml) stops the run with one problem naming its host and variable, and
+no task after the check runs. The hosts point at 127.0.0.1:1, so a run that got past the check by
+mistake could not touch anything."""
+
+import glob
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import CHECK_TASK, ROOT, parse_json_report, playbook, tasks_run
+
+BASE = os.path.join(ROOT, "tests", "inventories", "base.yml")
+NEGATIVE = sorted(glob.glob(os.path.join(ROOT, "tests", "inventories", "negative", "*.yml")))
+EXPECT = re.compile(r"^# expect: (?P<hosts>[^|]+?) \| (?P<variable>[^|]+?) \| (?P<message>.+)$", re.M)
+
+
+def expectation(path):
+    with open(path) as handle:
+        match = EXPECT.search(handle.read())
+    assert match, "%s has no '# expect: hosts | variable | message' line" % path
+    hosts = [h.strip() for h in match.group("hosts").split(",")]
+    return hosts, match.group("variable").strip(), match.group("message").strip()
+
+
+def test_there_are_enough_negative_inventories():
+    assert len(NEGATIVE) >= 15
+
+
+@pytest.mark.parametrize("case", NEGATIVE, ids=[os.path.basename(p)[:-4] for p in NEGATIVE])
+def test_negative_inventory_stops_site_yml_before_anything_runs(case):
+    hosts, variable, message = expectation(case)
+    rc, out, err = playbook("site.yml", "-i", BASE, "-i", case, json_output=True)
+    assert rc != 0, "site.yml passed with %s:\n%s" % (case, out[-3000:])
+    report = parse_json_report(out)
+    runs = tasks_run(report)
+    # The role's argument-spec validation runs on the controller before the check; nothing else may run.
+    names = [task for _, task, _ in runs if "Validating arguments against arg spec" not in task]
+    assert names == [CHECK_TASK], "tasks ran besides the inventory check: %s" % names
+    results = list([hosts for _, task, hosts in runs if task == CHECK_TASK][0].values())
+    assert len(results) == 1 and results[0].get("failed"), results
+    problems = results[0]["problem_details"]
+    assert len(problems) == 1, "expected exactly one problem, got:\n%s" % "\n".join(p["text"] for p in problems)
+    problem = problems[0]
+    expected_hosts = ["all"] if hosts == ["all"] else sorted(hosts)
+    assert problem["hosts"] == expected_hosts, problem
+    assert problem["variable"] == variable, problem
+    assert message in problem["message"], problem
+    assert problem["text"] in results[0]["msg"]
+    # Nothing but the check task reached any host.
+    assert not report.get("stats") or all(s.get("changed", 0) == 0 for s in report["stats"].values())
+
+
+def test_base_inventory_passes_the_check():
+    rc, out, err = playbook("site.yml", "-i", BASE, "--tags", "validate", "-e", "inventory_check_publish_facts=false",
+                            json_output=True)
+    assert rc == 0, out[-3000:] + err[-2000:]
+    runs = tasks_run(parse_json_report(out))
+    check = [hosts for _, task, hosts in runs if task == CHECK_TASK]
+    assert len(check) == 1
+    result = list(check[0].values())[0]
+    assert result["problems"] == []
+    assert result["hosts"] == 7
+    gpu_b = result["networks"]["gpu-b"]["interfaces"]
+    assert gpu_b == [{"vlan": "inference", "id": 20, "address": "10.99.20.21", "prefix": 24,
+                      "cidr": "10.99.20.0/24", "gateway": "10.99.20.1", "bridge": "vmbr0"}]
+
+
+def test_check_runs_once_when_stage_playbooks_are_combined(tmp_path):
+    """A site of the user's own importing two stage playbooks validates once."""
+    combined = tmp_path / "combined.yml"
+    combined.write_text("---\n- import_playbook: {0}/playbooks/gateway.yml\n"
+                        "- import_playbook: {0}/playbooks/inference.yml\n".format(ROOT))
+    rc, out, err = playbook(str(combined), "-i", BASE, "--tags", "validate", "-e",
+                            "inventory_check_publish_facts=false", json_output=True)
+    assert rc == 0, out[-3000:] + err[-2000:]
+    runs = tasks_run(parse_json_report(out))
+    executed = [hosts for _, task, hosts in runs if task == CHECK_TASK]
+    assert len(executed) == 2   # the second import is listed, but skipped
+    assert not list(executed[0].values())[0].get("skipped")
+    assert all(r.get("skipped") for r in executed[1].values())
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "tools", "check_inventory.py")] + list(args),
+                          text=True, capture_output=True, check=False)
+
+
+def test_cli_accepts_the_example_inventory_with_its_vault_variable():
+    result = run_cli("-i", os.path.join(ROOT, "inventories", "example"), "-e",
+                     "vault_gpu_vm_api_token_secret=8c5d5a52-0f9e-4a63-a2d5-9d6c1f0b7e22")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "The inventory of 9 host(s) is valid" in result.stdout
+
+
+def test_cli_names_the_missing_vault_variable():
+    result = run_cli("-i", os.path.join(ROOT, "inventories", "example"))
+    assert result.returncode == 1
+    assert ("hosts gpu-3090, gpu-v100: gpu_vm_api_token_secret: cannot be resolved: "
+            "'vault_gpu_vm_api_token_secret' is undefined") in result.stdout
+
+
+def test_cli_accepts_the_lab_inventory():
+    result = run_cli("-i", os.path.join(ROOT, "inventories", "lab"), "-e", "gpu_vm_api_password=lab-password-xyz123")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_cli_reports_every_problem_of_a_negative_inventory_as_json():
+    result = run_cli("-i", BASE, "-i", os.path.join(ROOT, "tests", "inventories", "negative", "vmid-duplicate.yml"),
+                     "--json")
+    assert result.returncode == 1
+    assert '"variable": "gpu_vm_vmid"' in result.stdout
+
+
+def test_cli_decrypts_a_vaulted_secret_in_group_vars(tmp_path):
+    """The offline check reads a vault-encrypted group_vars file with a vault password file."""
+    import shutil
+
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    inventory = tmp_path / "site"
+    shutil.copytree(os.path.join(ROOT, "inventories", "example"), str(inventory))
+    password = tmp_path / "vault-pass"
+    password.write_text("a-test-vault-password\n")
+    vault = VaultLib([("default", VaultSecret(b"a-test-vault-password"))])
+    plain = b"vault_gpu_vm_api_token_secret: 8c5d5a52-0f9e-4a63-a2d5-9d6c1f0b7e22\n"
+    (inventory / "group_vars" / "gpu_vms" / "vault.yml").write_bytes(vault.encrypt(plain))
+    without = run_cli("-i", str(inventory))
+    assert without.returncode == 2 and "A vault password must be specified" in without.stderr, \
+        without.stdout + without.stderr
+    result = run_cli("-i", str(inventory), "--vault-password-file", str(password))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "The inventory of 9 host(s) is valid" in result.stdout

@@ -1,0 +1,215 @@
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The local lab that `make lab` runs site.yml against (inventories/lab).
+
+    python tools/lab.py up        start a podman container per host (from the inventory) and fakepve on loopback
+    python tools/lab.py summary   print where things are
+    python tools/lab.py down      remove what `up` started
+
+Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1; a PVE host
+with `llmstack_lab_sysfs_fixture: NAME` gets tests/fixtures/sysfs/NAME mounted read-only at its
+`llmstack_sysfs_root`. The fakepve password is generated per lab into .cache/lab (0600).
+"""
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INVENTORY = os.path.join(ROOT, "inventories", "lab")
+STATE = os.path.join(ROOT, ".cache", "lab")
+IMAGE = os.environ.get("LLMSTACK_IMAGE", "localhost/llmstack-debian13")
+LABEL = "io.llmstack.lab=1"
+PODMAN_CONNECTION = "containers.podman.podman"
+
+
+def say(text):
+    print("lab: %s" % text, flush=True)
+
+
+def run(cmd, check=True, capture=False):
+    return subprocess.run(cmd, check=check, text=True, stdout=subprocess.PIPE if capture else None,
+                          stderr=subprocess.PIPE if capture else None)
+
+
+def inventory():
+    """ansible-inventory's view of the lab: (hostvars, groups)."""
+    out = run([os.path.join(os.path.dirname(sys.executable), "ansible-inventory"), "-i", INVENTORY, "--list"],
+              capture=True).stdout
+    data = json.loads(out)
+    hostvars = data.get("_meta", {}).get("hostvars", {})
+    groups = {}
+    for name, group in data.items():
+        if isinstance(group, dict) and "hosts" in group:
+            groups[name] = group["hosts"]
+    return hostvars, groups
+
+
+def containers(hostvars):
+    return dict((host, hv.get("ansible_host", host)) for host, hv in sorted(hostvars.items())
+                if hv.get("ansible_connection") == PODMAN_CONNECTION)
+
+
+def container_state(name):
+    result = run(["podman", "container", "inspect", "--format", "{{.State.Status}}", name], check=False,
+                 capture=True)
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def ensure_state_dir():
+    os.makedirs(STATE, mode=0o700, exist_ok=True)
+    os.chmod(STATE, 0o700)
+
+
+def ensure_password():
+    path = os.path.join(STATE, "pve_api_password")
+    if not os.path.exists(path):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(24) + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def fakepve_settings(hostvars, groups):
+    vms = groups.get("gpu_vms", [])
+    port = int(hostvars.get(vms[0], {}).get("gpu_vm_api_port", 18006)) if vms else 18006
+    return "127.0.0.1", port, sorted(groups.get("pve_hosts", []))
+
+
+def pid_alive(pidfile):
+    try:
+        with open(pidfile) as handle:
+            pid = int(handle.read().strip())
+        os.kill(pid, 0)
+        return pid
+    except (OSError, ValueError):
+        return None
+
+
+def tls_ready(host, port, timeout):
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1) as sock, \
+                    context.wrap_socket(sock, server_hostname=host):
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
+
+
+def start_fakepve(hostvars, groups):
+    host, port, nodes = fakepve_settings(hostvars, groups)
+    pidfile = os.path.join(STATE, "fakepve.pid")
+    if pid_alive(pidfile):
+        say("fakepve already running (pid %d)" % pid_alive(pidfile))
+        return
+    logfile = os.path.join(STATE, "fakepve.log")
+    with open(logfile, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tools", "lab_fakepve.py"), "--host", host, "--port", str(port),
+             "--password-file", ensure_password(), "--nodes", ",".join(nodes)],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with open(pidfile, "w") as handle:
+        handle.write("%d\n" % proc.pid)
+    if not tls_ready(host, port, 20):
+        proc.terminate()
+        sys.exit("lab: fakepve did not start on %s:%d; see %s" % (host, port, logfile))
+    say("fakepve listening on https://%s:%d (nodes %s)" % (host, port, ", ".join(nodes)))
+
+
+def start_containers(hostvars):
+    if run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
+        say("building %s" % IMAGE)
+        run([os.path.join(ROOT, "tools", "build-image.sh")])
+    for host, name in containers(hostvars).items():
+        state = container_state(name)
+        if state == "running":
+            continue
+        if state is not None:
+            run(["podman", "start", name], capture=True)
+            say("started %s (%s)" % (name, host))
+            continue
+        cmd = ["podman", "run", "-d", "--name", name, "--hostname", host, "--label", LABEL]
+        fixture = hostvars[host].get("llmstack_lab_sysfs_fixture")
+        if fixture:
+            source = os.path.join(ROOT, "tests", "fixtures", "sysfs", fixture)
+            if not os.path.isdir(source):
+                sys.exit("lab: %s: llmstack_lab_sysfs_fixture %r: no directory %s" % (host, fixture, source))
+            cmd += ["--volume", "%s:%s:ro" % (source, hostvars[host].get("llmstack_sysfs_root", "/opt/sysfs"))]
+        run(cmd + [IMAGE, "sleep", "infinity"], capture=True)
+        say("created %s (%s)" % (name, host))
+
+
+def up(_args):
+    ensure_state_dir()
+    ensure_password()
+    hostvars, groups = inventory()
+    start_containers(hostvars)
+    start_fakepve(hostvars, groups)
+
+
+def down(_args):
+    pidfile = os.path.join(STATE, "fakepve.pid")
+    pid = pid_alive(pidfile)
+    if pid:
+        os.killpg(pid, signal.SIGTERM)
+        say("stopped fakepve (pid %d)" % pid)
+    names = run(["podman", "ps", "-a", "--filter", "label=" + LABEL, "--format", "{{.Names}}"],
+                capture=True).stdout.split()
+    if names:
+        run(["podman", "rm", "-f", "-t", "0"] + names, capture=True)
+        say("removed %s" % ", ".join(sorted(names)))
+    for name in ("fakepve.pid", "fakepve.log", "pve_api_password"):
+        path = os.path.join(STATE, name)
+        if os.path.exists(path):
+            os.remove(path)
+    say("down")
+
+
+def summary(args):
+    hostvars, groups = inventory()
+    host, port, nodes = fakepve_settings(hostvars, groups)
+    print("\nThe lab (inventories/lab)")
+    print("  PVE API   https://%s:%d  fakepve, user root@pam, password in %s (0600), nodes %s, %s"
+          % (host, port, os.path.relpath(os.path.join(STATE, "pve_api_password"), ROOT), ", ".join(nodes),
+             "running" if pid_alive(os.path.join(STATE, "fakepve.pid")) else "NOT running"))
+    for group in sorted(groups):
+        if group in ("all", "ungrouped"):
+            continue
+        for h in groups[group]:
+            name = hostvars[h].get("ansible_host", h)
+            print("  %-13s %-12s container %-22s %s" % (group, h, name, container_state(name) or "absent"))
+    print("  Each host's VLAN interfaces: /etc/ansible/facts.d/llmstack_network.fact "
+          "(podman exec llmstack-lab-<host> cat ...)")
+    if args.skipped:
+        print("  Not run in the lab (roles not implemented yet; each fails clearly if run): %s" % args.skipped)
+    print("  Remove it all: make lab-down\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up").set_defaults(func=up)
+    sub.add_parser("down").set_defaults(func=down)
+    p = sub.add_parser("summary")
+    p.add_argument("--skipped", default="")
+    p.set_defaults(func=summary)
+    args = parser.parse_args(argv)
+    args.func(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
