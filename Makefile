@@ -67,7 +67,7 @@ test: lint sanity units molecule integration
 	@echo "make test: all stages passed"
 
 test-quick: lint units
-	$(call PYTEST,tests/integration -m "not slow" -q)
+	$(call PYTEST,tests/integration -m "not slow" -q -n 2 --dist loadfile)
 
 lint: link docs-check
 	yamllint -s .
@@ -84,8 +84,9 @@ units: link
 molecule: link image
 	@for s in $(MOLECULE_SCENARIOS); do echo "== molecule test -s $$s"; molecule test -s $$s; done
 
+# Each test file stays on one worker (the lab test brings the lab up and down once).
 integration: link image
-	$(call PYTEST,tests/integration -q)
+	$(call PYTEST,tests/integration -q -n 2 --dist loadfile)
 
 bench: link
 	$(PY) tools/bench.py

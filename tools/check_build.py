@@ -17,7 +17,8 @@ FORBIDDEN = (".venv/", ".cache/", ".ansible/", "tests/output/", ".git/", "__pyca
 
 def main():
     with tempfile.TemporaryDirectory() as out:
-        result = subprocess.run(["ansible-galaxy", "collection", "build", "--output-path", out, ROOT],
+        galaxy = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
+        result = subprocess.run([galaxy, "collection", "build", "--output-path", out, ROOT],
                                 text=True, capture_output=True, check=False)
         text = result.stdout + result.stderr
         print(text.strip())

@@ -1,0 +1,83 @@
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmarks (make bench): how long and how much memory the inventory validation takes on large sites.
+
+Prints one line per case: hosts, problems found, best of N wall times, peak traced memory. Targets are
+read from these numbers, never asserted in tests: validating 1,000 hosts should stay well under a
+second on one core so that the check adds nothing noticeable to a playbook run.
+"""
+
+import os
+import sys
+import time
+import tracemalloc
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".cache", "collections"))
+
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model  # noqa: E402
+
+
+def site(pve_hosts, vms_per_host, clients):
+    """A valid model: PVE hosts with GPU VMs (4 GPUs, 3 models each), one gateway, many clients."""
+    vlans = {"mgmt": {"id": 10, "cidr": "10.10.0.0/16", "gateway": "10.10.0.1"},
+             "inference": {"id": 20, "cidr": "10.20.0.0/16", "gateway": "10.20.0.1"},
+             "apps": {"id": 30, "cidr": "10.30.0.0/16", "gateway": "10.30.0.1"}}
+    hosts, groups = {}, {"pve_hosts": [], "gpu_vms": [], "llm_gateways": ["gw"], "llm_clients": []}
+    for p in range(pve_hosts):
+        name = "pve-%d" % p
+        groups["pve_hosts"].append(name)
+        address = "10.10.%d.%d" % (1 + p // 250, 2 + p % 250)
+        hosts[name] = {"llmstack_interfaces": [{"vlan": "mgmt", "address": address}]}
+        for v in range(vms_per_host):
+            n = p * vms_per_host + v
+            vm = "vm-%d" % n
+            groups["gpu_vms"].append(vm)
+            hosts[vm] = {
+                "gpu_vm_node": name, "gpu_vm_vmid": 100 + n,
+                "gpu_vm_gpus": ["0000:%02x:00" % (0x10 + v * 4 + g) for g in range(4)],
+                "gpu_vm_api_token_id": "ansible@pve!llmstack", "gpu_vm_api_token_secret": "0123456789abcdef0123",
+                "llmstack_interfaces": [{"vlan": "inference", "address": "10.20.%d.%d" % (1 + n // 250, 2 + n % 250)}],
+                "vllm_models": [{"name": m, "model": "org/%s" % m, "port": 8001 + i}
+                                for i, m in enumerate(("fast", "balanced", "reasoning"))],
+            }
+    hosts["gw"] = {"llmstack_interfaces": [{"vlan": "inference", "address": "10.20.200.1"}],
+                   "litellm_fallbacks": {"reasoning": ["balanced", "fast"], "balanced": ["fast"]},
+                   "litellm_clients": [{"alias": "c%d" % c, "models": ["fast"], "max_budget": 5,
+                                        "budget_duration": "30d"} for c in range(clients)]}
+    for c in range(clients):
+        name = "client-%d" % c
+        groups["llm_clients"].append(name)
+        address = "10.30.%d.%d" % (1 + c // 250, 2 + c % 250)
+        hosts[name] = {"llmstack_interfaces": [{"vlan": "apps", "address": address}]}
+    for data in hosts.values():
+        data["llmstack_vlans"] = vlans
+    groups["all"] = sorted(hosts)
+    return {"groups": groups, "hosts": hosts}
+
+
+def measure(model, rounds=5):
+    best = None
+    for _ in range(rounds):
+        start = time.perf_counter()
+        problems = inventory_model.validate(model)
+        elapsed = time.perf_counter() - start
+        best = elapsed if best is None else min(best, elapsed)
+    tracemalloc.start()
+    inventory_model.validate(model)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return len(problems), best, peak
+
+
+def main():
+    print("%-28s %7s %9s %12s %12s" % ("case", "hosts", "problems", "best (ms)", "peak (KiB)"))
+    for label, args in (("seeds (2 PVE hosts)", (2, 1, 3)), ("rack (16 PVE, 4 VMs each)", (16, 4, 50)),
+                        ("large (100 PVE, 4 VMs each)", (100, 4, 500)), ("huge (250 PVE, 4 VMs each)", (250, 4, 1000))):
+        model = site(*args)
+        problems, best, peak = measure(model)
+        print("%-28s %7d %9d %12.1f %12.0f" % (label, len(model["hosts"]), problems, best * 1000, peak / 1024))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
