@@ -171,7 +171,7 @@ class _Validator(object):
         self.problems = []
         self.networks = {}      # vlan name -> IPNetwork (valid ones only)
         self.vlans = {}         # vlan name -> entry (those with a valid subnet)
-        self.vlan_names = set() # every VLAN name defined, valid or not
+        self.vlan_names = set()  # every VLAN name defined, valid or not
 
     # -- helpers ---------------------------------------------------------
     def problem(self, hosts, variable, message):
@@ -185,6 +185,12 @@ class _Validator(object):
 
     def members(self, group):
         return [h for h in self.groups.get(group, []) if h in self.hosts]
+
+    def check_keys(self, where, label, mapping, allowed):
+        """A typo in a key would otherwise be ignored silently."""
+        unknown = sorted(set(map(str, mapping)) - set(allowed))
+        if unknown:
+            self.problem(where, label, "unknown key(s) %s; allowed: %s" % (", ".join(unknown), ", ".join(allowed)))
 
     def var(self, host, name):
         """The host's value, or None; an Unresolved value becomes a problem and None."""
@@ -243,10 +249,7 @@ class _Validator(object):
             if not _is_mapping(entry):
                 self.problem(where, label, "must be a mapping with id and cidr, got %s" % type(entry).__name__)
                 continue
-            unknown = sorted(set(entry) - set(VLAN_KEYS))
-            if unknown:
-                self.problem(where, label, "unknown key(s) %s; allowed: %s"
-                             % (", ".join(map(str, unknown)), ", ".join(VLAN_KEYS)))
+            self.check_keys(where, label, entry, VLAN_KEYS)
             vid = _as_int(entry.get("id"))
             if "id" not in entry:
                 self.problem(where, label + ".id", "is missing (802.1Q VLAN id, 1-4094)")
@@ -346,10 +349,7 @@ class _Validator(object):
                 if not _is_mapping(iface):
                     self.problem(host, label, "must be a mapping {vlan, address}, got %s" % type(iface).__name__)
                     continue
-                unknown = sorted(set(iface) - set(INTERFACE_KEYS))
-                if unknown:
-                    self.problem(host, label, "unknown key(s) %s; allowed: %s"
-                                 % (", ".join(map(str, unknown)), ", ".join(INTERFACE_KEYS)))
+                self.check_keys(host, label, iface, INTERFACE_KEYS)
                 vlan = iface.get("vlan")
                 if vlan is None:
                     self.problem(host, label + ".vlan", "is missing (a name from llmstack_vlans)")
@@ -496,10 +496,7 @@ class _Validator(object):
                     else:
                         slots[(node, slot)] = host
             elif _is_mapping(gpu):
-                unknown = sorted(set(gpu) - set(GPU_BY_TYPE_KEYS))
-                if unknown:
-                    self.problem(host, label, "unknown key(s) %s; allowed: vendor_device, count"
-                                 % ", ".join(map(str, unknown)))
+                self.check_keys(host, label, gpu, GPU_BY_TYPE_KEYS)
                 vendor_device = gpu.get("vendor_device")
                 if not isinstance(vendor_device, str) or not _VENDOR_DEVICE.match(vendor_device):
                     self.problem(host, label + ".vendor_device", "%r is not a PCI id pair like 10de:2204"
@@ -606,10 +603,7 @@ class _Validator(object):
             if not _is_mapping(client):
                 self.problem(host, label, "must be a mapping {alias, models, ...}")
                 continue
-            unknown = sorted(set(client) - set(CLIENT_KEYS))
-            if unknown:
-                self.problem(host, label, "unknown key(s) %s; allowed: %s"
-                             % (", ".join(map(str, unknown)), ", ".join(CLIENT_KEYS)))
+            self.check_keys(host, label, client, CLIENT_KEYS)
             alias = client.get("alias")
             if not isinstance(alias, str) or not _NAME.match(alias):
                 self.problem(host, label + ".alias", "%r is not a client alias (letters, digits, '_' or '-')"

@@ -37,11 +37,11 @@ def playbook(*args, json_output=False, timeout=600):
 
 
 def tasks_run(report):
-    """[(play name, task name, {host: result})] of a JSON callback report."""
+    """[{play, task, hosts: {host: result}}] of a JSON callback report, in the order they ran."""
     runs = []
     for play in report.get("plays", []):
         for task in play.get("tasks", []):
-            runs.append((play["play"]["name"], task["task"]["name"], task["hosts"]))
+            runs.append({"play": play["play"]["name"], "task": task["task"]["name"], "hosts": task["hosts"]})
     return runs
 
 

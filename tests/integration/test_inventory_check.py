@@ -37,9 +37,9 @@ def test_negative_inventory_stops_site_yml_before_anything_runs(case):
     report = parse_json_report(out)
     runs = tasks_run(report)
     # The role's argument-spec validation runs on the controller before the check; nothing else may run.
-    names = [task for _, task, _ in runs if "Validating arguments against arg spec" not in task]
+    names = [run["task"] for run in runs if "Validating arguments against arg spec" not in run["task"]]
     assert names == [CHECK_TASK], "tasks ran besides the inventory check: %s" % names
-    results = list([hosts for _, task, hosts in runs if task == CHECK_TASK][0].values())
+    results = list([run["hosts"] for run in runs if run["task"] == CHECK_TASK][0].values())
     assert len(results) == 1 and results[0].get("failed"), results
     problems = results[0]["problem_details"]
     assert len(problems) == 1, "expected exactly one problem, got:\n%s" % "\n".join(p["text"] for p in problems)
@@ -58,7 +58,7 @@ def test_base_inventory_passes_the_check():
                             json_output=True)
     assert rc == 0, out[-3000:] + err[-2000:]
     runs = tasks_run(parse_json_report(out))
-    check = [hosts for _, task, hosts in runs if task == CHECK_TASK]
+    check = [run["hosts"] for run in runs if run["task"] == CHECK_TASK]
     assert len(check) == 1
     result = list(check[0].values())[0]
     assert result["problems"] == []
@@ -77,7 +77,7 @@ def test_check_runs_once_when_stage_playbooks_are_combined(tmp_path):
                             "inventory_check_publish_facts=false", json_output=True)
     assert rc == 0, out[-3000:] + err[-2000:]
     runs = tasks_run(parse_json_report(out))
-    executed = [hosts for _, task, hosts in runs if task == CHECK_TASK]
+    executed = [run["hosts"] for run in runs if run["task"] == CHECK_TASK]
     assert len(executed) == 2   # the second import is listed, but skipped
     assert not list(executed[0].values())[0].get("skipped")
     assert all(r.get("skipped") for r in executed[1].values())
