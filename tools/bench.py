@@ -57,7 +57,7 @@ def site(pve_hosts, vms_per_host, clients):
 
 def measure(model, rounds=5):
     best = None
-    for dummy in range(rounds):
+    for _round in range(rounds):
         start = time.perf_counter()
         problems = inventory_model.validate(model)
         elapsed = time.perf_counter() - start
