@@ -44,7 +44,7 @@ apt:
 	if [ -z "$$missing" ]; then echo "apt: all Debian packages present"; \
 	elif [ "$$(id -u)" = 0 ]; then \
 	  echo "apt: installing$$missing"; \
-	  apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else echo "apt: missing$$missing; run as root: apt-get install -y$$missing"; exit 1; fi
 
 venv: $(VENV)/.installed
