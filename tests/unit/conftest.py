@@ -7,3 +7,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 if os.path.isdir(COLLECTIONS) and COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
+
+TOOLS = os.path.join(ROOT, "tools")
+if TOOLS not in sys.path:
+    sys.path.insert(0, TOOLS)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def sysfs_trees(tmp_path_factory):
+    """Every fixture of tests/fixtures/sysfs built into a sysfs tree: {name: root}."""
+    import sysfs_fixture
+
+    base = tmp_path_factory.mktemp("sysfs")
+    return dict((name, sysfs_fixture.build_fixture(os.path.join(sysfs_fixture.FIXTURES, name), str(base / name)))
+                for name in sysfs_fixture.fixtures())
