@@ -6,9 +6,11 @@
     python tools/lab.py summary   print where things are
     python tools/lab.py down      remove what `up` started
 
-Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1; a PVE host
-with `llmstack_lab_sysfs_fixture: NAME` gets tests/fixtures/sysfs/NAME mounted read-only at its
-`llmstack_sysfs_root`. The fakepve password is generated per lab into .cache/lab (0600).
+Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1. A host with
+`llmstack_lab_sysfs_fixture: NAME` gets the sysfs tree built from tests/fixtures/sysfs/NAME mounted
+read-only at its `llmstack_sysfs_root`, and `llmstack_lab_files: {PATH_IN_CONTAINER: REPO_PATH}` mounts
+recorded files (kernel logs, command lines) read-only. The fakepve password is generated per lab into
+.cache/lab (0600).
 """
 
 import argparse
@@ -129,6 +131,27 @@ def start_fakepve(hostvars, groups):
     say("fakepve listening on https://%s:%d (nodes %s)" % (host, port, ", ".join(nodes)))
 
 
+def mounts(host, hostvars):
+    """podman --volume arguments for the host's recorded sysfs tree and files."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import sysfs_fixture
+
+    args = []
+    fixture = hostvars.get("llmstack_lab_sysfs_fixture")
+    if fixture:
+        source = os.path.join(sysfs_fixture.FIXTURES, fixture)
+        if not os.path.isfile(os.path.join(source, "iommu_groups.txt")):
+            sys.exit("lab: %s: llmstack_lab_sysfs_fixture %r: no fixture %s" % (host, fixture, source))
+        tree = sysfs_fixture.build_fixture(source, os.path.join(STATE, "sysfs", host))
+        args += ["--volume", "%s:%s:ro" % (tree, hostvars.get("llmstack_sysfs_root", "/opt/llmstack/sysfs"))]
+    for dest, source in sorted((hostvars.get("llmstack_lab_files") or {}).items()):
+        path = os.path.join(ROOT, source)
+        if not os.path.isfile(path):
+            sys.exit("lab: %s: llmstack_lab_files: no file %s" % (host, source))
+        args += ["--volume", "%s:%s:ro" % (path, dest)]
+    return args
+
+
 def start_containers(hostvars):
     if run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         say("building %s" % IMAGE)
@@ -142,13 +165,7 @@ def start_containers(hostvars):
             say("started %s (%s)" % (name, host))
             continue
         cmd = ["podman", "run", "-d", "--name", name, "--hostname", host, "--label", LABEL]
-        fixture = hostvars[host].get("llmstack_lab_sysfs_fixture")
-        if fixture:
-            source = os.path.join(ROOT, "tests", "fixtures", "sysfs", fixture)
-            if not os.path.isdir(source):
-                sys.exit("lab: %s: llmstack_lab_sysfs_fixture %r: no directory %s" % (host, fixture, source))
-            cmd += ["--volume", "%s:%s:ro" % (source, hostvars[host].get("llmstack_sysfs_root", "/opt/sysfs"))]
-        run(cmd + [IMAGE, "sleep", "infinity"], capture=True)
+        run(cmd + mounts(host, hostvars[host]) + [IMAGE, "sleep", "infinity"], capture=True)
         say("created %s (%s)" % (name, host))
 
 
@@ -193,6 +210,13 @@ def summary(args):
             print("  %-13s %-12s container %-22s %s" % (group, h, name, container_state(name) or "absent"))
     print("  Each host's VLAN interfaces: /etc/ansible/facts.d/llmstack_network.fact "
           "(podman exec llmstack-lab-<host> cat ...)")
+    reports = os.path.join(STATE, "preflight")
+    if os.path.isdir(reports):
+        for name in sorted(os.listdir(reports)):
+            with open(os.path.join(reports, name)) as handle:
+                verdict = json.load(handle).get("verdict", "?")
+            print("  Preflight of %-12s %-5s %s" % (name[:-5], verdict.upper(), os.path.relpath(
+                os.path.join(reports, name), ROOT)))
     if args.skipped:
         print("  Not run in the lab (roles not implemented yet; each fails clearly if run): %s" % args.skipped)
     print("  Remove it all: make lab-down\n")

@@ -13,7 +13,8 @@ A fixture directory holds:
                     The domain is optional (0000 when absent). A listing without any "IOMMU Group" line
                     (plain lspci -nn) describes a host with the IOMMU off.
   devices.yml       what a listing lacks, per device or as defaults: driver, numa_node, link
-                    [speed, width, max_speed, max_width], subsystem "vvvv:dddd", prog_if.
+                    [speed, width, max_speed, max_width], subsystem "vvvv:dddd", prog_if; and
+                    uefi: false for a host booted in legacy mode (no sys/firmware/efi).
   SOURCE            where the listing came from.
 The tree is laid out like the kernel's: device directories under sys/devices/pci<domain>:<bus>/ (flat,
 without the bridge nesting), sys/bus/pci/devices/<BDF> and sys/kernel/iommu_groups/<N>/devices/<BDF>
@@ -90,6 +91,8 @@ def build_tree(listing, extra, dest):
         shutil.rmtree(sysfs)
     for bus_dir in ("sys/bus/pci/devices", "sys/bus/pci/drivers"):
         os.makedirs(os.path.join(dest, bus_dir))
+    if extra.get("uefi", True):
+        os.makedirs(os.path.join(sysfs, "firmware", "efi"))
     iommu = any(d["group"] is not None for d in listing)
     if iommu:
         os.makedirs(os.path.join(sysfs, "kernel", "iommu_groups"))

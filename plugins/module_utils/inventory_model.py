@@ -716,3 +716,18 @@ def host_network(model, host):
                 entry[key] = iface[key]
         result.append(entry)
     return result
+
+
+def vm_plans_for_node(hosts, vms, node):
+    """The GPU VMs the inventory places on PVE host ``node``: [{name, gpus, numa_node}].
+
+    ``hosts`` maps a host name to its variables (hostvars); ``vms`` lists the gpu_vms group.
+    """
+    plans = []
+    for vm in vms or []:
+        data = hosts[vm]
+        if data.get("gpu_vm_node") != node:
+            continue
+        plans.append({"name": vm, "gpus": list(data.get("gpu_vm_gpus") or []),
+                      "numa_node": data.get("gpu_vm_numa_node")})
+    return plans
