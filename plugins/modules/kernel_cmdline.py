@@ -1,0 +1,139 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kernel_cmdline
+short_description: Add or remove single kernel command line arguments for GRUB or systemd-boot
+version_added: 0.1.0
+description:
+  - Edits the kernel command line where the boot loader takes it from, keeping every other argument and
+    its order - C(GRUB_CMDLINE_LINUX_DEFAULT) (its last assignment) in C(/etc/default/grub) for GRUB, the
+    single line of C(/etc/kernel/cmdline) for systemd-boot (Proxmox VE ZFS-on-root UEFI installs).
+  - A C(key=value) argument replaces the same key in place, or is appended once; O(remove) drops arguments
+    by key (C(pcie_acs_override)) or exactly (C(video=efifb:off)).
+  - Does not run C(update-grub) or C(proxmox-boot-tool refresh); notify a handler on change.
+  - Refuses a GRUB assignment it cannot edit safely (unquoted, referring to other variables).
+options:
+  bootloader:
+    description: Which boot loader's file to edit.
+    type: str
+    choices: [grub, systemd-boot]
+    required: true
+  path:
+    description: The file; C(/etc/default/grub) or C(/etc/kernel/cmdline) by default.
+    type: path
+  add:
+    description: Arguments to be present.
+    type: list
+    elements: str
+    default: []
+  remove:
+    description: Arguments (or bare keys) to be absent.
+    type: list
+    elements: str
+    default: []
+  variable:
+    description: The GRUB variable to edit.
+    type: str
+    default: GRUB_CMDLINE_LINUX_DEFAULT
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: full
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+author:
+  - pvegpu.llmstack contributors (@pvegpu)
+"""
+
+EXAMPLES = r"""
+- name: IOMMU on (Intel), pass-through mode, no ACS override
+  pvegpu.llmstack.kernel_cmdline:
+    bootloader: grub
+    add: [intel_iommu=on, iommu=pt]
+    remove: [pcie_acs_override]
+  notify: Update the GRUB configuration
+"""
+
+RETURN = r"""
+args:
+  description: The arguments after the edit.
+  returned: always
+  type: list
+  elements: str
+  sample: [quiet, intel_iommu=on, iommu=pt]
+before_args:
+  description: The arguments before the edit.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import vfio
+
+DEFAULT_PATHS = {"grub": "/etc/default/grub", "systemd-boot": "/etc/kernel/cmdline"}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            bootloader=dict(type="str", choices=["grub", "systemd-boot"], required=True),
+            path=dict(type="path"),
+            add=dict(type="list", elements="str", default=[]),
+            remove=dict(type="list", elements="str", default=[]),
+            variable=dict(type="str", default=vfio.GRUB_VARIABLE),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    path = params["path"] or DEFAULT_PATHS[params["bootloader"]]
+    for arg in params["add"] + params["remove"]:
+        if not arg or any(c.isspace() for c in arg):
+            module.fail_json(msg="add/remove: %r is not a single kernel argument" % arg)
+    try:
+        with open(path) as handle:
+            before = handle.read()
+    except OSError as exc:
+        module.fail_json(msg="path: cannot read %s (%s); is the boot loader %s?" % (path, exc, params["bootloader"]))
+    try:
+        if params["bootloader"] == "grub":
+            after = vfio.edit_grub_file(before, params["add"], params["remove"], params["variable"])
+            before_args = vfio.grub_args(before, params["variable"]) or []
+            after_args = vfio.grub_args(after, params["variable"])
+        else:
+            after = vfio.edit_kernel_cmdline_file(before, params["add"], params["remove"])
+            before_args = vfio.split_args(before.split("\n")[0]) if before.strip() else []
+            after_args = vfio.split_args(after)
+    except vfio.VfioError as exc:
+        module.fail_json(msg="%s: %s" % (path, exc))
+    changed = after != before
+    result = {"changed": changed, "args": after_args, "before_args": before_args, "path": path}
+    if module._diff:
+        result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
+    if changed and not module.check_mode:
+        directory = os.path.dirname(path) or "."
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".kernel_cmdline.")
+        with os.fdopen(fd, "w") as handle:
+            handle.write(after)
+        module.atomic_move(tmp, path)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
