@@ -19,7 +19,9 @@ COLLECTION_LINK := .cache/collections/ansible_collections/pvegpu/llmstack
 # shellcheck for ansible-test sanity).
 APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs \
 	debootstrap shellcheck
-# Roles not implemented yet; the lab skips them (each fails clearly when run).
+# Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
+# stand-ins for update-grub/proxmox-boot-tool/update-initramfs) and the roles not implemented yet
+# (each fails clearly when run).
 LAB_SKIP_TAGS := vfio,gpu_vm,guest_image,nvidia,vllm,litellm,tls_proxy,langfuse,monitoring,network_policy,burnin
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 # pytest exits 5 when it collects no test: an empty stage is not a failure.

@@ -218,7 +218,8 @@ def summary(args):
             print("  Preflight of %-12s %-5s %s" % (name[:-5], verdict.upper(), os.path.relpath(
                 os.path.join(reports, name), ROOT)))
     if args.skipped:
-        print("  Not run in the lab (roles not implemented yet; each fails clearly if run): %s" % args.skipped)
+        print("  Not run in the lab (vfio needs a boot loader; the others are not implemented yet and fail "
+              "clearly if run): %s" % args.skipped)
     print("  Remove it all: make lab-down\n")
 
 

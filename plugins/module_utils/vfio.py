@@ -202,3 +202,66 @@ def detect_bootloader(boot_tool_status=None, kernel_cmdline_exists=False, efi=Fa
     if kernel_cmdline_exists and efi and "grub" not in status.lower():
         return "systemd-boot"
     return "grub"
+
+
+def record_edit(args_before, args_after, record=None):
+    """The record of what this collection changed on the command line, for a diff-clean revert:
+    {'added': args absent before and present now, 'removed': exact args present before and gone now},
+    merged with an earlier record (an arg added earlier stays 'added' while it is present)."""
+    record = record or {}
+    added = [a for a in record.get("added", []) if a in args_after]
+    removed = [a for a in record.get("removed", []) if a not in args_after]
+    for arg in args_after:
+        if arg not in args_before and arg not in added and arg not in record.get("removed", []):
+            added.append(arg)
+    for arg in args_before:
+        if arg not in args_after and arg not in removed and arg not in record.get("added", []):
+            removed.append(arg)
+    return {"added": added, "removed": removed}
+
+
+def revert_edit(record):
+    """(add, remove) that undo a record: put back what was removed, take out exactly what was added."""
+    return list(record.get("removed", [])), list(record.get("added", []))
+
+
+def reboot_reasons(enabled, proc_cmdline, add, remove, facts, slots):
+    """Why the host must reboot, from its state (not from what this run changed), so that a rerun after
+    a manual reboot finds nothing to do: arguments not yet on the running kernel, or GPU functions not
+    (enabled) / still (disabled) bound to vfio-pci."""
+    reasons = []
+    running = split_args(proc_cmdline)
+    missing = [a for a in add if a not in running]
+    lingering = [a for a in remove if _present(a, running)]
+    if missing:
+        reasons.append("the running kernel lacks %s" % " ".join(missing))
+    if lingering:
+        reasons.append("the running kernel still has %s" % " ".join(lingering))
+    gpus = dict((g["slot"], g) for g in facts.get("gpus") or [])
+    for slot in slots:
+        for function, driver in sorted((gpus.get(slot, {}).get("drivers") or {}).items()):
+            if enabled and driver != "vfio-pci":
+                reasons.append("%s is bound to %s, not vfio-pci" % (function, driver or "no driver"))
+            elif not enabled and driver == "vfio-pci":
+                reasons.append("%s is still bound to vfio-pci" % function)
+    return reasons
+
+
+def binding_problems(facts, slots, proc_cmdline, add):
+    """After the reboot: what is still wrong, each with the seed's troubleshooting hint."""
+    problems = []
+    if not facts.get("iommu_enabled"):
+        problems.append("the IOMMU is off: enable VT-d/AMD-Vi in the BIOS (and intel_iommu=on on Intel)")
+    running = split_args(proc_cmdline)
+    missing = [a for a in add if a not in running]
+    if missing:
+        problems.append("the running kernel lacks %s: the boot loader configuration was not applied "
+                        "(update-grub / proxmox-boot-tool refresh) or another entry booted" % " ".join(missing))
+    gpus = dict((g["slot"], g) for g in facts.get("gpus") or [])
+    for slot in slots:
+        for function, driver in sorted((gpus.get(slot, {}).get("drivers") or {}).items()):
+            if driver != "vfio-pci":
+                problems.append("%s is bound to %s: the driver loaded before vfio-pci - check that the initramfs "
+                                "was rebuilt (update-initramfs -u -k all) and that no other modprobe file loads it"
+                                % (function, driver or "no driver"))
+    return problems

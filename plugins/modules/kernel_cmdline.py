@@ -43,6 +43,15 @@ options:
     description: The GRUB variable to edit.
     type: str
     default: GRUB_CMDLINE_LINUX_DEFAULT
+  record_path:
+    description:
+      - JSON file recording which arguments this module added and removed (kept across runs), so that
+        O(revert) restores the line exactly as it was, also when some arguments were there before.
+    type: path
+  revert:
+    description: Undo what O(record_path) records (O(add) and O(remove) are ignored), then delete the record.
+    type: bool
+    default: false
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -79,8 +88,13 @@ before_args:
   returned: always
   type: list
   elements: str
+record:
+  description: What O(record_path) holds after the run (C(added) and C(removed) arguments).
+  returned: when O(record_path) is given and O(revert) is false
+  type: dict
 """
 
+import json
 import os
 import tempfile
 
@@ -98,7 +112,10 @@ def main():
             add=dict(type="list", elements="str", default=[]),
             remove=dict(type="list", elements="str", default=[]),
             variable=dict(type="str", default=vfio.GRUB_VARIABLE),
+            record_path=dict(type="path"),
+            revert=dict(type="bool", default=False),
         ),
+        required_if=[("revert", True, ("record_path",))],
         supports_check_mode=True,
     )
     params = module.params
@@ -111,19 +128,32 @@ def main():
             before = handle.read()
     except OSError as exc:
         module.fail_json(msg="path: cannot read %s (%s); is the boot loader %s?" % (path, exc, params["bootloader"]))
+    record = None
+    if params["record_path"] and os.path.exists(params["record_path"]):
+        with open(params["record_path"]) as handle:
+            record = json.load(handle)
+    add, remove = params["add"], params["remove"]
+    if params["revert"]:
+        add, remove = vfio.revert_edit(record or {})
     try:
         if params["bootloader"] == "grub":
-            after = vfio.edit_grub_file(before, params["add"], params["remove"], params["variable"])
+            after = vfio.edit_grub_file(before, add, remove, params["variable"])
             before_args = vfio.grub_args(before, params["variable"]) or []
             after_args = vfio.grub_args(after, params["variable"])
         else:
-            after = vfio.edit_kernel_cmdline_file(before, params["add"], params["remove"])
+            after = vfio.edit_kernel_cmdline_file(before, add, remove)
             before_args = vfio.split_args(before.split("\n")[0]) if before.strip() else []
             after_args = vfio.split_args(after)
     except vfio.VfioError as exc:
         module.fail_json(msg="%s: %s" % (path, exc))
-    changed = after != before
-    result = {"changed": changed, "args": after_args, "before_args": before_args, "path": path}
+    new_record = None
+    if params["record_path"] and not params["revert"]:
+        new_record = vfio.record_edit(before_args, after_args, record)
+    record_changes = (params["revert"] and record is not None) or \
+        (new_record is not None and new_record != record and (new_record["added"] or new_record["removed"] or record))
+    changed = after != before or bool(record_changes)
+    result = {"changed": changed, "args": after_args, "before_args": before_args, "path": path,
+              "record": new_record}
     if module._diff:
         result["diff"] = {"before": before, "after": after, "before_header": path, "after_header": path}
     if changed and not module.check_mode:
@@ -132,6 +162,14 @@ def main():
         with os.fdopen(fd, "w") as handle:
             handle.write(after)
         module.atomic_move(tmp, path)
+    if record_changes and not module.check_mode:
+        if params["revert"]:
+            os.remove(params["record_path"])
+        else:
+            os.makedirs(os.path.dirname(params["record_path"]) or ".", mode=0o755, exist_ok=True)
+            with open(params["record_path"], "w") as handle:
+                json.dump(new_record, handle, indent=2, sort_keys=True)
+                handle.write("\n")
     module.exit_json(**result)
 
 

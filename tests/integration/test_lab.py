@@ -90,4 +90,4 @@ def test_summary_says_what_was_not_run(running_lab):
     out = lab("summary", "--skipped", skip_tags())
     assert "https://127.0.0.1:18006" in out and "running" in out
     assert "lab-gpu-a    container llmstack-lab-gpu-a" in out
-    assert "Not run in the lab (roles not implemented yet" in out
+    assert "Not run in the lab (vfio needs a boot loader" in out

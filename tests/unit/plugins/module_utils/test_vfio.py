@@ -134,3 +134,38 @@ def test_reboot_pending(running, pending):
 ])
 def test_detect_bootloader(status, cmdline, efi, expected):
     assert vfio.detect_bootloader(status, cmdline, efi) == expected
+
+
+def test_record_and_revert_are_diff_clean():
+    before = ["quiet", "iommu=pt", "pcie_acs_override=downstream"]      # the user already had iommu=pt
+    add, remove = vfio.desired_args("GenuineIntel")
+    after = vfio.edit_args(before, add, remove)
+    assert after == ["quiet", "iommu=pt", "intel_iommu=on"]
+    record = vfio.record_edit(before, after)
+    assert record == {"added": ["intel_iommu=on"], "removed": ["pcie_acs_override=downstream"]}
+    assert vfio.record_edit(after, after, record) == record                 # a rerun keeps the record
+    put_back, take_out = vfio.revert_edit(record)
+    assert vfio.edit_args(after, put_back, take_out) == ["quiet", "iommu=pt", "pcie_acs_override=downstream"]
+
+
+def test_reboot_reasons_come_from_state(sysfs_trees):
+    add, remove = vfio.desired_args("AuthenticAMD")
+    bound = pci.read_tree(sysfs_trees["platform-a"])            # vfio-pci on every GPU function
+    unbound = pci.read_tree(sysfs_trees["iommu-off"])           # nouveau
+    slots = ["0000:41:00"]
+    assert vfio.reboot_reasons(True, "ro quiet iommu=pt", add, remove, bound, slots) == []
+    assert vfio.reboot_reasons(True, "ro quiet", add, remove, bound, slots) == ["the running kernel lacks iommu=pt"]
+    assert vfio.reboot_reasons(True, "ro quiet iommu=pt", add, remove, unbound, slots) == [
+        "0000:41:00.0 is bound to nouveau, not vfio-pci", "0000:41:00.1 is bound to nouveau, not vfio-pci"]
+    assert vfio.reboot_reasons(False, "ro quiet", [], [], bound, slots) == [
+        "0000:41:00.0 is still bound to vfio-pci", "0000:41:00.1 is still bound to vfio-pci"]
+
+
+def test_binding_problems_carry_the_hints(sysfs_trees):
+    unbound = pci.read_tree(sysfs_trees["iommu-off"])
+    problems = vfio.binding_problems(unbound, ["0000:41:00"], "ro quiet", ["iommu=pt"])
+    assert problems[0].startswith("the IOMMU is off")
+    assert problems[1].startswith("the running kernel lacks iommu=pt")
+    assert "update-initramfs -u -k all" in problems[2]
+    assert vfio.binding_problems(pci.read_tree(sysfs_trees["platform-a"]), ["0000:41:00"], "iommu=pt",
+                                 ["iommu=pt"]) == []
