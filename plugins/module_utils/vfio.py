@@ -265,3 +265,36 @@ def binding_problems(facts, slots, proc_cmdline, add):
                                 "was rebuilt (update-initramfs -u -k all) and that no other modprobe file loads it"
                                 % (function, driver or "no driver"))
     return problems
+
+
+GOVERNORS = ("performance", "powersave", "schedutil", "ondemand", "conservative", "userspace")
+
+
+def hugepages_sysctl(count):
+    """/etc/sysctl.d lines reserving ``count`` default-size (2 MiB) hugepages; [] when count is 0."""
+    count = int(count)
+    if count < 0:
+        raise VfioError("hugepages: %d is negative" % count)
+    return ["vm.nr_hugepages = %d" % count] if count else []
+
+
+def governor_unit(governor):
+    """A oneshot systemd unit setting every CPU's frequency governor at boot (seed 000, performance)."""
+    if governor not in GOVERNORS:
+        raise VfioError("CPU governor %r is not one of %s" % (governor, ", ".join(GOVERNORS)))
+    return "\n".join([
+        "# Managed by pvegpu.llmstack.vfio",
+        "[Unit]",
+        "Description=Set the CPU frequency governor to %s (pvegpu.llmstack)" % governor,
+        "After=multi-user.target",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+        "ExecStart=/bin/sh -c 'for f in /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor; do "
+        "[ -w \"$f\" ] && echo %s > \"$f\"; done; true'" % governor,
+        "",
+        "[Install]",
+        "WantedBy=multi-user.target",
+        "",
+    ])

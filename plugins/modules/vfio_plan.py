@@ -86,6 +86,14 @@ options:
     type: list
     elements: str
     default: [nouveau, nvidia, nvidiafb, nvidia_drm]
+  hugepages:
+    description: 2 MiB hugepages to reserve at boot (seed 000, performance); 0 leaves them alone.
+    type: int
+    default: 0
+  cpu_governor:
+    description: CPU frequency governor to set at boot (C(performance)); empty leaves it alone.
+    type: str
+    default: ""
   verify:
     description: Also return C(problems), what is wrong with the binding now.
     type: bool
@@ -164,6 +172,15 @@ blacklist:
   returned: always
   type: list
   elements: str
+hugepages_sysctl:
+  description: Lines of the hugepages sysctl file (empty when O(hugepages) is 0).
+  returned: always
+  type: list
+  elements: str
+governor_unit:
+  description: The CPU governor unit (empty when O(cpu_governor) is empty).
+  returned: always
+  type: str
 reboot_reasons:
   description: Why the host must reboot (empty when it need not).
   returned: always
@@ -201,6 +218,8 @@ def main():
             disable_vga=dict(type="bool", default=True),
             softdeps=dict(type="list", elements="str", default=list(vfio.SOFTDEP_DEFAULT)),
             blacklist=dict(type="list", elements="str", default=list(vfio.BLACKLIST_DEFAULT)),
+            hugepages=dict(type="int", default=0),
+            cpu_governor=dict(type="str", default=""),
             verify=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
@@ -220,6 +239,11 @@ def main():
         modprobe = vfio.modprobe_options(ids, p["disable_vga"], p["softdeps"]) if ids else []
     except vfio.VfioError as exc:
         module.fail_json(msg="gpus: %s" % exc)
+    try:
+        sysctl = vfio.hugepages_sysctl(p["hugepages"])
+        unit = vfio.governor_unit(p["cpu_governor"]) if p["cpu_governor"] else ""
+    except vfio.VfioError as exc:
+        module.fail_json(msg="tuning: %s" % exc)
     add, remove = vfio.desired_args(p["cpu_vendor"], p["iommu_pt"], p["amd_iommu_on"], p["efifb_off"],
                                     p["acs_override"], ids if p["ids_on_cmdline"] else ())
     try:
@@ -243,7 +267,8 @@ def main():
     result = dict(changed=False, bootloader=bootloader, boot_tool_managed="configured with:" in status,
                   slots=slots, ids=ids, warnings_ids=id_warnings, cmdline_add=add, cmdline_remove=remove,
                   modules=vfio.modules(p["kernel_release"]), modprobe=modprobe,
-                  blacklist=vfio.blacklist(p["blacklist"]), reboot_reasons=reasons)
+                  blacklist=vfio.blacklist(p["blacklist"]), reboot_reasons=reasons, hugepages_sysctl=sysctl,
+                  governor_unit=unit)
     if p["verify"]:
         result["problems"] = vfio.binding_problems(facts, slots, running, add) if p["enabled"] else []
     module.exit_json(**result)

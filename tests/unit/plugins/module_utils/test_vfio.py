@@ -169,3 +169,17 @@ def test_binding_problems_carry_the_hints(sysfs_trees):
     assert "update-initramfs -u -k all" in problems[2]
     assert vfio.binding_problems(pci.read_tree(sysfs_trees["platform-a"]), ["0000:41:00"], "iommu=pt",
                                  ["iommu=pt"]) == []
+
+
+def test_hugepages_sysctl():
+    assert vfio.hugepages_sysctl(0) == []
+    assert vfio.hugepages_sysctl("4096") == ["vm.nr_hugepages = 4096"]
+    with pytest.raises(vfio.VfioError):
+        vfio.hugepages_sysctl(-1)
+
+
+def test_governor_unit():
+    unit = vfio.governor_unit("performance")
+    assert "echo performance > \"$f\"" in unit and "WantedBy=multi-user.target" in unit
+    with pytest.raises(vfio.VfioError, match="turbo"):
+        vfio.governor_unit("turbo")
