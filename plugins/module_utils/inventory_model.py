@@ -718,6 +718,11 @@ def host_network(model, host):
     return result
 
 
+def gpus_of_plans(plans):
+    """All GPUs (gpu_vm_gpus entries) of these VM plans, in order: the default passthrough set of a host."""
+    return [gpu for plan in plans or [] for gpu in plan.get("gpus") or []]
+
+
 def vm_plans_for_node(hosts, vms, node):
     """The GPU VMs the inventory places on PVE host ``node``: [{name, gpus, numa_node}].
 

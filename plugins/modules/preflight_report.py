@@ -124,7 +124,7 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import pci, preflight
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci, preflight
 
 
 def read_text(module, path, what):
@@ -168,7 +168,7 @@ def main():
     slots, problems = None, []
     wanted = params["passthrough_gpus"]
     if wanted is None and params["vm_plans"]:
-        wanted = [gpu for plan in params["vm_plans"] for gpu in plan.get("gpus") or []]
+        wanted = inventory_model.gpus_of_plans(params["vm_plans"])
     if wanted is not None:
         slots, problems = preflight.resolve_gpu_specs(wanted, facts)
     plans = []

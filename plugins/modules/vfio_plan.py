@@ -42,10 +42,16 @@ options:
     choices: [auto, grub, systemd-boot]
     default: auto
   gpus:
-    description: GPUs meant for passthrough, as C(gpu_vm_gpus) takes them (slots or C({vendor_device, count})).
+    description:
+      - GPUs meant for passthrough, as C(gpu_vm_gpus) takes them (slots or C({vendor_device, count})).
+      - When not given, the GPUs of O(vm_plans).
     type: list
     elements: raw
-    required: true
+  vm_plans:
+    description: The GPU VMs placed on this host, C({name, gpus, numa_node}) (filter C(pvegpu.llmstack.gpu_vm_plans)).
+    type: list
+    elements: dict
+    default: []
   cpu_vendor:
     description: C(GenuineIntel) or C(AuthenticAMD).
     type: str
@@ -196,7 +202,7 @@ problems:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import pci, preflight, vfio
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci, preflight, vfio
 
 
 def main():
@@ -207,7 +213,8 @@ def main():
             proc_cmdline_path=dict(type="path", default="/proc/cmdline"),
             kernel_cmdline_path=dict(type="path", default="/etc/kernel/cmdline"),
             bootloader=dict(type="str", choices=["auto", "grub", "systemd-boot"], default="auto"),
-            gpus=dict(type="list", elements="raw", required=True),
+            gpus=dict(type="list", elements="raw"),
+            vm_plans=dict(type="list", elements="dict", default=[]),
             cpu_vendor=dict(type="str"),
             kernel_release=dict(type="str"),
             iommu_pt=dict(type="bool", default=True),
@@ -228,7 +235,8 @@ def main():
     if not os.path.isdir(os.path.join(p["sysfs_root"], "sys")):
         module.fail_json(msg="sysfs_root: %s has no sys/ directory to read" % p["sysfs_root"])
     facts = pci.read_tree(p["sysfs_root"])
-    slots, problems = preflight.resolve_gpu_specs(p["gpus"], facts)
+    wanted = p["gpus"] if p["gpus"] is not None else inventory_model.gpus_of_plans(p["vm_plans"])
+    slots, problems = preflight.resolve_gpu_specs(wanted, facts)
     if problems:
         module.fail_json(msg="gpus: %s" % "; ".join(problems))
     if p["enabled"] and not slots:

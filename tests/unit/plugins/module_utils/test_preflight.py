@@ -148,6 +148,14 @@ def test_resolve_gpu_specs(sysfs_trees):
     assert slots == [] and problems == ["2 GPU(s) 10de:2204 asked for, 0 found"]
 
 
+def test_gpus_of_plans():
+    plans = [{"name": "a", "gpus": ["41:00", "61:00"]},
+             {"name": "b", "gpus": [{"vendor_device": "10de:1db5", "count": 2}]},
+             {"name": "c", "gpus": None}]
+    assert inventory_model.gpus_of_plans(plans) == ["41:00", "61:00", {"vendor_device": "10de:1db5", "count": 2}]
+    assert inventory_model.gpus_of_plans(None) == []
+
+
 def test_vm_plans_for_node():
     hosts = {"vm-a": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": ["41:00"]},
              "vm-b": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["61:00"], "gpu_vm_numa_node": 1}}
