@@ -14,7 +14,9 @@ A fixture directory holds:
                     (plain lspci -nn) describes a host with the IOMMU off.
   devices.yml       what a listing lacks, per device or as defaults: driver, numa_node, link
                     [speed, width, max_speed, max_width], subsystem "vvvv:dddd", prog_if; and
-                    uefi: false for a host booted in legacy mode (no sys/firmware/efi).
+                    uefi: false for a host booted in legacy mode (no sys/firmware/efi);
+                    numa_nodes {N: cpulist} (sys/devices/system/node/nodeN/cpulist) and
+                    hugepages {size_kib: count} (sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages).
   SOURCE            where the listing came from.
 The tree is laid out like the kernel's: device directories under sys/devices/pci<domain>:<bus>/ (flat,
 without the bridge nesting), sys/bus/pci/devices/<BDF> and sys/kernel/iommu_groups/<N>/devices/<BDF>
@@ -80,6 +82,7 @@ def _settings(extra, bdf):
 
 
 def _write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as handle:
         handle.write(text + "\n")
 
@@ -93,6 +96,11 @@ def build_tree(listing, extra, dest):
         os.makedirs(os.path.join(dest, bus_dir))
     if extra.get("uefi", True):
         os.makedirs(os.path.join(sysfs, "firmware", "efi"))
+    for node, cpus in (extra.get("numa_nodes") or {}).items():
+        _write(os.path.join(sysfs, "devices", "system", "node", "node%d" % int(node), "cpulist"), str(cpus))
+    for size, count in (extra.get("hugepages") or {}).items():
+        _write(os.path.join(sysfs, "kernel", "mm", "hugepages", "hugepages-%dkB" % int(size), "nr_hugepages"),
+               str(int(count)))
     iommu = any(d["group"] is not None for d in listing)
     if iommu:
         os.makedirs(os.path.join(sysfs, "kernel", "iommu_groups"))

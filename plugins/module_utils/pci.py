@@ -7,6 +7,8 @@ Reads only ``<root>/sys/kernel/iommu_groups/<N>/devices/<BDF>`` (entry names) an
 ``<root>/sys/bus/pci/devices/<BDF>/{vendor,device,class,subsystem_vendor,subsystem_device,numa_node,
 current_link_speed,current_link_width,max_link_speed,max_link_width}``; ``driver`` and ``iommu_group``
 are symlinks whose basename is the value, so a copied tree whose link targets are missing works.
+Also ``<root>/sys/devices/system/node/node<N>/cpulist`` (the CPUs of each NUMA node, for pinning) and
+``<root>/sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages`` (the hugepages the host reserved).
 Plain Python, no Ansible imports.
 """
 
@@ -188,6 +190,38 @@ def gpus_of(devices, groups, named_slots=()):
     return result
 
 
+def read_numa_nodes(root):
+    """{"0": {"cpus": "0-19,40-59"}} from ``<root>/sys/devices/system/node/node<N>/cpulist``."""
+    base = os.path.join(root, "sys", "devices", "system", "node")
+    nodes = {}
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return nodes
+    for name in names:
+        match = re.match(r"^node(\d+)$", name)
+        if not match:
+            continue
+        cpus = _read(os.path.join(base, name, "cpulist"))
+        nodes[match.group(1)] = {"cpus": cpus or ""}
+    return nodes
+
+
+def read_hugepages(root):
+    """{"2048": 16384} (page size in KiB -> pages reserved) from ``<root>/sys/kernel/mm/hugepages``."""
+    base = os.path.join(root, "sys", "kernel", "mm", "hugepages")
+    pages = {}
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return pages
+    for name in names:
+        match = re.match(r"^hugepages-(\d+)kB$", name)
+        if match:
+            pages[match.group(1)] = _int(_read(os.path.join(base, name, "nr_hugepages"))) or 0
+    return pages
+
+
 def read_tree(root="/", named_slots=()):
     """The ``llmstack_pci`` facts of the sysfs tree under ``root``."""
     groups, enabled = read_groups(root)
@@ -201,4 +235,6 @@ def read_tree(root="/", named_slots=()):
         "groups": groups,
         "devices": devices,
         "gpus": gpus_of(devices, groups, named_slots),
+        "numa_nodes": read_numa_nodes(root),
+        "hugepages": read_hugepages(root),
     }

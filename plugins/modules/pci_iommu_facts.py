@@ -96,6 +96,15 @@ ansible_facts:
               shares_group_with: []
               numa_node: 0
               link_degraded: false
+        numa_nodes:
+          description:
+            - NUMA node number to its CPUs (C(cpus), the kernel's cpulist), for pinning a VM next to its GPUs.
+          type: dict
+          sample: {"0": {"cpus": "0-19,40-59"}, "1": {"cpus": "20-39,60-79"}}
+        hugepages:
+          description: Hugepage size in KiB to the number of pages the host reserved.
+          type: dict
+          sample: {"2048": 16384, "1048576": 0}
 """
 
 import os

@@ -99,7 +99,16 @@ def test_nvswitch_and_other_bridges_are_not_gpus(tmp_path):
 
 
 def test_missing_tree_reads_as_nothing(tmp_path):
-    assert pci.read_tree(str(tmp_path)) == {"iommu_enabled": False, "groups": {}, "devices": {}, "gpus": []}
+    assert pci.read_tree(str(tmp_path)) == {"iommu_enabled": False, "groups": {}, "devices": {}, "gpus": [],
+                                            "numa_nodes": {}, "hugepages": {}}
+
+
+def test_numa_node_cpus_and_reserved_hugepages(sysfs_trees):
+    """Platform B is a dual Xeon Gold 6138 (devices.yml): a node per socket; 65536 2 MiB pages reserved."""
+    tree = pci.read_tree(sysfs_trees["platform-b"])
+    assert tree["numa_nodes"] == {"0": {"cpus": "0-19,40-59"}, "1": {"cpus": "20-39,60-79"}}
+    assert tree["hugepages"] == {"2048": 65536, "1048576": 0}
+    assert sorted({g["numa_node"] for g in tree["gpus"]}) == [0, 1]
 
 
 @pytest.mark.parametrize("link,expected", [
