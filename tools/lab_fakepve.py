@@ -6,12 +6,21 @@
 
 fakepve's own CLI always has a node 'pve1'; the lab's nodes carry the inventory names of the PVE hosts.
 Binds only to a loopback address (refuses any other).
+
+fakepve answers the PCI resource mappings (/cluster/mapping/pci) from the schema with placeholders and
+stores none, and it does not implement disk resize. :class:`LabPve` adds both, following PVE's API
+(pve-manager PVE/API2/Cluster/Mapping/PCI.pm, qemu-server's resize_vm): a mapping config with a digest,
+create/update/delete, and a resize that grows the volume and the drive's size= (never shrinks). The lab
+and the integration tests use it; it is a test double for those two areas only, everything else is
+fakepve's.
 """
 
 import argparse
 import asyncio
 import ipaddress
+import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -23,13 +32,114 @@ def _loopback(text):
     return text
 
 
+def lab_pve_class():
+    """FakePve with stored PCI mappings and disk resize (imported late: fakepve is a dev requirement)."""
+    from fakepve import routing
+    from fakepve.model import PveError
+    from fakepve.qemu import join_drive, split_drive
+    from fakepve.server import FakePve
+
+    sizes = {"K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}
+
+    def as_list(value):
+        if value is None:
+            return []
+        return value if isinstance(value, list) else [value]
+
+    def parse_size(text):
+        match = re.match(r"^(\+)?(\d+(?:\.\d+)?)([KMGT])?$", str(text))
+        if not match:
+            raise routing.param_error(size="value does not match the regex pattern")
+        return bool(match.group(1)), int(float(match.group(2)) * sizes.get(match.group(3) or "", 1))
+
+    def format_size(size):
+        for unit in ("T", "G", "M", "K"):
+            if size % sizes[unit] == 0:
+                return "%d%s" % (size // sizes[unit], unit)
+        return str(size)
+
+    class LabPve(FakePve):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            # id -> {"map": [...], "description": str}
+            self.pci_mappings = {}
+
+        def _mapping_digest(self):
+            return routing.sha1(json.dumps(self.pci_mappings, sort_keys=True))
+
+        def _routes_labmapping(self):
+            one = "/cluster/mapping/pci/{id}"
+            return [("GET", "/cluster/mapping/pci", self._map_list), ("POST", "/cluster/mapping/pci", self._map_create),
+                    ("GET", one, self._map_get), ("PUT", one, self._map_update), ("DELETE", one, self._map_delete),
+                    ("PUT", "/nodes/{node}/qemu/{vmid}/resize", self._qm_resize)]
+
+        async def _map_list(self, values, user):
+            return [{"id": name, "map": list(data["map"]), "description": data.get("description", ""),
+                     "type": "pci"} for name, data in sorted(self.pci_mappings.items())]
+
+        async def _map_create(self, values, user):
+            name = values["id"]
+            if name in self.pci_mappings:
+                raise routing.die("pci ID '%s' already defined" % name)
+            self.pci_mappings[name] = {"map": as_list(values.get("map")), "description": values.get("description", "")}
+            return None
+
+        def _mapping(self, name):
+            if name not in self.pci_mappings:
+                raise PveError(500, "PCI mapping '%s' not found" % name)
+            return self.pci_mappings[name]
+
+        async def _map_get(self, values, user):
+            data = self._mapping(values["id"])
+            return {"map": list(data["map"]), "description": data.get("description", ""), "type": "pci",
+                    "digest": self._mapping_digest()}
+
+        async def _map_update(self, values, user):
+            data = self._mapping(values["id"])
+            routing.check_digest(self._mapping_digest(), values.get("digest"))
+            for key in routing.split_list(values.get("delete")):
+                data.pop(key, None)
+            if "map" in values:
+                data["map"] = as_list(values["map"])
+            if "description" in values:
+                data["description"] = values["description"]
+            return None
+
+        async def _map_delete(self, values, user):
+            self._mapping(values["id"])
+            del self.pci_mappings[values["id"]]
+            return None
+
+        async def _qm_resize(self, values, user):
+            vm = self.find(values["node"], values["vmid"])
+            disk = values["disk"]
+            if disk not in vm.config:
+                raise routing.die("disk '%s' does not exist" % disk)
+            routing.check_digest(vm.digest(), values.get("digest"))
+            volume, props = split_drive(vm.config[disk])
+            vol = self._qm_volume(volume) or {}
+            current = int(vol.get("size") or 0)
+            relative, size = parse_size(values["size"])
+            new = current + size if relative else size
+            if new < current:
+                raise routing.die("shrinking disks is not supported")
+
+            async def body():
+                if vol:
+                    vol["size"] = new
+                props["size"] = format_size(new)
+                vm.config[disk] = join_drive(volume, props)
+            return await self.task(vm.node, "resize", vm.vmid, user, body, vm=vm)
+
+    return LabPve
+
+
 async def serve(args):
     from fakepve.certs import make_cert
-    from fakepve.server import FakePve
 
     with open(args.password_file) as handle:
         password = handle.read().strip()
-    pve = FakePve(user=args.user, password=password, host=args.host, port=args.port)
+    pve = lab_pve_class()(user=args.user, password=password, host=args.host, port=args.port)
     pve.time_scale = 0
     pve.cluster_name = args.cluster
     pve.nodes.clear()

@@ -54,3 +54,64 @@ def parse_json_report(stdout):
 @pytest.fixture
 def root():
     return ROOT
+
+
+@pytest.fixture
+def labpve(_fakepve_pki):
+    """The lab's PVE double (tools/lab_fakepve.py: fakepve plus stored PCI mappings and disk resize) on
+    127.0.0.1 with a port the system picks, nodes pve-a and pve-b, for one test."""
+    from fakepve.pytest_plugin import _Serving
+
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import lab_fakepve
+    finally:
+        sys.path.pop(0)
+    pve = lab_fakepve.lab_pve_class()(user="root@pam", password="secret", host="127.0.0.1", port=0)
+    pve.time_scale = 0
+    pve.nodes.clear()
+    for node in ("pve-a", "pve-b"):
+        pve.add_node(node)
+    serving = _Serving(pve, *_fakepve_pki)
+    try:
+        yield pve
+    finally:
+        serving.stop()
+
+
+def run_pve_module(pve, module, args, check=False, diff=False, token=None):
+    """Run pvegpu.llmstack.<module> ad hoc against a fakepve server; returns the module's result.
+
+    ``token``: (token id, secret) to authenticate with an API token instead of the password.
+    """
+    host, port = pve.url.split("://", 1)[1].rsplit(":", 1)
+    base = {"api_host": host, "api_port": int(port), "api_user": pve.user, "validate_certs": False}
+    if token:
+        base.update(api_token_id=token[0], api_token_secret=token[1])
+    else:
+        base["api_password"] = pve.password
+    base.update(args)
+    cmd = [os.path.join(BIN, "ansible"), "localhost", "-m", "pvegpu.llmstack." + module, "-a", json.dumps(base)]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    result = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, check=False, timeout=300)
+    report = parse_json_report(result.stdout)
+    return list(report["plays"][0]["tasks"][0]["hosts"].values())[0]
+
+
+def form(body):
+    """A recorded request body (form-encoded bytes, as proxmoxer sends it) as {key: [values]}."""
+    from urllib.parse import parse_qs
+
+    if isinstance(body, dict):
+        return dict((k, v if isinstance(v, list) else [v]) for k, v in body.items())
+    return parse_qs(body.decode() if isinstance(body, bytes) else body or "")
+
+
+def state_changing(pve):
+    """(method, path, form) of every request that may change state (not logins, not reads)."""
+    return [(method, path, form(body)) for method, path, body in pve.requests
+            if method in ("POST", "PUT", "DELETE") and not path.endswith("/access/ticket")]

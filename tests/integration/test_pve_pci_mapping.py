@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from conftest import ROOT, ansible_env
+from conftest import ROOT, ansible_env, form
 
 ENTRY_41 = "id=10de:2204,iommugroup=27,node=pve1,path=0000:41:00,subsystem-id=1458:403b"
 
@@ -26,15 +26,6 @@ def run_module(fakepve, args, check=False):
     result = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, check=False, timeout=120)
     report = json.loads(result.stdout[result.stdout.index("{"):])
     return list(report["plays"][0]["tasks"][0]["hosts"].values())[0]
-
-
-def form(body):
-    """A recorded request body (form-encoded bytes, as proxmoxer sends it) as {key: [values]}."""
-    from urllib.parse import parse_qs
-
-    if isinstance(body, dict):
-        return dict((k, v if isinstance(v, list) else [v]) for k, v in body.items())
-    return parse_qs(body.decode() if isinstance(body, bytes) else body)
 
 
 def writes(fakepve):
