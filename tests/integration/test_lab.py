@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, ansible_env, parse_json_report, playbook
+from conftest import ROOT, ansible_env, parse_json_report, playbook, tasks_run
 
 pytestmark = pytest.mark.slow
 LAB = os.path.join(ROOT, "inventories", "lab")
@@ -70,6 +70,64 @@ def test_every_host_holds_its_network_fact(running_lab):
     assert [(i["vlan"], i["address"]) for i in facts["gateway"]] == [
         ("mgmt", "172.30.10.12"), ("inference", "172.30.20.12"), ("apps", "172.30.30.12")]
     assert [(i["vlan"], i["id"]) for i in facts["client"]] == [("apps", 30)]
+
+
+def lab_api():
+    from proxmoxer import ProxmoxAPI
+
+    with open(os.path.join(ROOT, ".cache", "lab", "pve_api_password")) as handle:
+        password = handle.read().strip()
+    return ProxmoxAPI("127.0.0.1", port=18006, user="root@pam", password=password, verify_ssl=False)
+
+
+def split(value):
+    first, *rest = value.split(",")
+    return first, dict(part.split("=", 1) for part in rest)
+
+
+def test_gpu_vms_exist_in_pve_as_seed_000_configures_them(running_lab):
+    api = lab_api()
+    config = api.nodes("lab-pve-a").qemu(120).config.get()
+    assert config["name"] == "lab-gpu-a"
+    assert (config["machine"], config["bios"], config["cpu"], str(config["balloon"]), str(config["numa"])) == \
+        ("q35", "ovmf", "host", "0", "1")
+    # lab-gpu-a: 0000:41:00 and 0000:61:00 of platform A through mappings, x-vga on the first only.
+    assert sorted(k for k in config if k.startswith("hostpci")) == ["hostpci0", "hostpci1"]
+    first, opts0 = split(config["hostpci0"])
+    second, opts1 = split(config["hostpci1"])
+    assert (opts0.get("pcie"), opts0.get("x-vga"), opts1.get("pcie"), opts1.get("x-vga")) == ("1", "1", "1", None)
+    mappings = dict((m["id"], m["map"]) for m in api.cluster.mapping.pci.get())
+    paths = [dict(p.split("=", 1) for p in mappings[h.split("=", 1)[1]][0].split(","))
+             for h in (first, second)]
+    assert [(p["node"], p["path"], p["id"]) for p in paths] == [("lab-pve-a", "0000:41:00", "10de:2204"),
+                                                                ("lab-pve-a", "0000:61:00", "10de:2204")]
+    # One NIC per VLAN of the host, tagged (mgmt 10, inference 20 in inventories/lab).
+    assert [split(config[k])[1]["tag"] for k in ("net0", "net1")] == ["10", "20"] and "net2" not in config
+    # Pinned to platform A's only NUMA node (CPUs 0-47), 32 GiB on its 2 MiB hugepages.
+    assert (config["affinity"], config["hugepages"], str(config["memory"])) == ("0-47", "2", "32768")
+    v100 = api.nodes("lab-pve-b").qemu(121).config.get()
+    hostpci = [v100[k] for k in sorted(k for k in v100 if k.startswith("hostpci"))]
+    assert len(hostpci) == 5 and not any("x-vga" in h for h in hostpci)
+    # The five V100 span both NUMA nodes of platform B: not pinned.
+    assert "affinity" not in v100
+
+
+def test_check_diff_after_a_manual_edit_shows_exactly_that_edit(running_lab):
+    api = lab_api()
+    api.nodes("lab-pve-a").qemu(120).config.put(cores=4)
+    rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "gpu_vm", "--check", "--diff", json_output=True)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    runs = [r for r in tasks_run(parse_json_report(out)) if r["task"].endswith("Create or update the VM")]
+    result_a, result_b = runs[0]["hosts"]["lab-gpu-a"], runs[0]["hosts"]["lab-gpu-b"]
+    before, after = result_a["diff"]["before"], result_a["diff"]["after"]
+    assert result_a["changed"] and not result_b["changed"]
+    assert [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)] == ["cores"]
+    assert (str(before["cores"]), str(after["cores"])) == ("4", "16")
+    assert str(api.nodes("lab-pve-a").qemu(120).config.get()["cores"]) == "4"
+    rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "gpu_vm", json_output=True)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    assert {h: s["changed"] for h, s in parse_json_report(out)["stats"].items() if s["changed"]} == {"lab-gpu-a": 1}
+    assert str(api.nodes("lab-pve-a").qemu(120).config.get()["cores"]) == "16"
 
 
 def test_fakepve_serves_the_lab_nodes(running_lab):

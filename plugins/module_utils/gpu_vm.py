@@ -1,0 +1,338 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The PVE config of a GPU VM, from the inventory and its PVE host's PCI facts (the gpu_vm role). Plain Python.
+
+Seed 000 §VM: ``machine: q35``, ``bios: ovmf`` with an EFI vars disk, ``cpu: host``, fixed memory
+(``balloon: 0``: ballooning and VFIO DMA mappings conflict), ``numa: 1``, hostpci with ``pcie=1`` and
+``x-vga=1`` on the first GPU only; §performance: hugepages, vCPUs and memory on the GPUs' NUMA node.
+
+Every ``hostpciN`` and ``netN`` belongs to the plan: those it does not use are ``None`` (deleted when
+present), so a GPU or a VLAN taken out of the inventory leaves the VM too. Pinning and hugepages work
+the same way: switched off, their keys are ``None``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import hostpci as hostpci_utils
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_vm
+
+MAX_NETS = 32
+HUGEPAGE_MODES = ("auto", "none", "2", "1024", "any")
+HOSTPCI_MODES = ("mapping", "raw")
+DEFAULTS = {
+    "machine": "q35",
+    "cores": 16,
+    "sockets": 1,
+    "memory_mib": 65536,
+    "storage": "local-lvm",
+    "disk_gib": 64,
+    "disk_options": "discard=on,iothread=1,ssd=1",
+    "scsihw": "virtio-scsi-single",
+    "efidisk": True,
+    "onboot": True,
+    "agent": True,
+    "ostype": "l26",
+    "hostpci_mode": "mapping",
+    "mapping_prefix": "llmstack",
+    "primary_vga": True,
+    "rombar": None,
+    "allow_shared_group": False,
+    "numa_pin": False,
+    "numa_node": None,
+    "hugepages": "auto",
+    "nic_model": "virtio",
+    "nic_firewall": False,
+    "extra_config": {},
+}
+
+
+class GpuVmError(ValueError):
+    """Problems that stop the plan: ``problems`` is a list of messages naming the variable."""
+
+    def __init__(self, problems):
+        ValueError.__init__(self, "; ".join(problems))
+        self.problems = problems
+
+
+def _slot(text):
+    return hostpci_utils.normalise(text).split(".")[0]
+
+
+def _gpus_by_slot(pci):
+    return dict((g["slot"], g) for g in (pci or {}).get("gpus") or [])
+
+
+def assign_gpus(node_vms, pci, node):
+    """Which GPUs of PVE host ``node`` each VM placed there gets: ({vm: [slots]}, {vm: [problems]}).
+
+    Slots named in ``gpu_vm_gpus`` are taken first; ``{vendor_device, count}`` entries then take, in
+    inventory order, the free GPUs of that type (isolated ones first, then by slot). A slot named by
+    two VMs, or one that is not a GPU on the host, is a problem of the VMs concerned.
+    """
+    gpus = _gpus_by_slot(pci)
+    owner, assigned = {}, {}
+    problems = dict((vm["name"], []) for vm in node_vms)
+    for vm in node_vms:
+        assigned[vm["name"]] = []
+        for index, spec in enumerate(vm.get("gpus") or []):
+            if isinstance(spec, dict):
+                continue
+            label = "gpu_vm_gpus[%d]" % index
+            try:
+                slot = _slot(spec)
+            except hostpci_utils.HostpciError as exc:
+                problems[vm["name"]].append("%s: %s" % (label, exc))
+                continue
+            if slot not in gpus:
+                problems[vm["name"]].append("%s: %s is not a GPU on %s (GPUs there: %s)"
+                                            % (label, slot, node, ", ".join(sorted(gpus)) or "none"))
+                continue
+            if slot in owner and owner[slot] != vm["name"]:
+                for name in (vm["name"], owner[slot]):
+                    problems[name].append("%s: GPU %s on %s is given to both %s and %s"
+                                          % (label, slot, node, owner[slot], vm["name"]))
+                continue
+            owner[slot] = vm["name"]
+            if slot not in assigned[vm["name"]]:
+                assigned[vm["name"]].append(slot)
+    for vm in node_vms:
+        for index, spec in enumerate(vm.get("gpus") or []):
+            if not isinstance(spec, dict):
+                continue
+            label = "gpu_vm_gpus[%d]" % index
+            vendor, dummy_sep, device = str(spec.get("vendor_device", "")).lower().partition(":")
+            count = int(spec.get("count", 1))
+            free = [g for g in sorted(gpus.values(), key=lambda g: (not g.get("isolated", True), g["slot"]))
+                    if g["vendor"] == vendor and g["device"] == device and g["slot"] not in owner]
+            if len(free) < count:
+                total = len([g for g in gpus.values() if g["vendor"] == vendor and g["device"] == device])
+                problems[vm["name"]].append("%s: %d GPU(s) %s:%s asked for, %d free on %s (%d there, the others "
+                                            "given to other VMs)" % (label, count, vendor, device, len(free), node,
+                                                                     total))
+            for gpu in free[:count]:
+                owner[gpu["slot"]] = vm["name"]
+                assigned[vm["name"]].append(gpu["slot"])
+    return assigned, problems
+
+
+def mapping_name(prefix, pve_node, slot):
+    """A PVE mapping id for a slot of a node: llmstack-pve-a-41-00."""
+    node = re.sub(r"[^A-Za-z0-9_-]+", "-", str(pve_node)).strip("-")
+    bus_dev = slot.split(":", 1)[1].replace(":", "-") if slot.count(":") == 2 else slot.replace(":", "-")
+    return "%s-%s-%s" % (prefix, node, bus_dev)
+
+
+def _device_as_gpu(pci, slot):
+    """A gpus-like entry for a non-GPU slot that joins a VM with its shared IOMMU group."""
+    devices = (pci or {}).get("devices") or {}
+    functions = sorted(d for d in devices if d.startswith(slot + "."))
+    first = devices.get(functions[0]) if functions else None
+    if first is None:
+        return None
+    return {"slot": slot, "vendor": first.get("vendor"), "device": first.get("device"),
+            "subsystem_vendor": first.get("subsystem_vendor"), "subsystem_device": first.get("subsystem_device"),
+            "iommu_groups": [first["iommu_group"]] if first.get("iommu_group") else []}
+
+
+def _is_vga(pci, slot):
+    """True when function 0 of the slot is a VGA controller (class 0x0300), or nothing says otherwise."""
+    device = ((pci or {}).get("devices") or {}).get(slot + ".0") or {}
+    return not device.get("class") or str(device["class"]).startswith("0300")
+
+
+def _hugepages(mode, memory_mib, pci, warnings):
+    reserved = dict((str(k), int(v or 0)) for k, v in ((pci or {}).get("hugepages") or {}).items())
+    mib = {"2": reserved.get("2048", 0) * 2, "1024": reserved.get("1048576", 0) * 1024}
+    if mode == "none":
+        return None
+    if mode == "any":
+        return "any"
+    if mode in ("2", "1024"):
+        if mib[mode] < memory_mib:
+            warnings.append("gpu_vm_hugepages: %s asks for %s MiB pages, the host reserves %d MiB of them, less "
+                            "than the VM's %d MiB: PVE will not start the VM until more are reserved (vfio_hugepages)"
+                            % (mode, mode, mib[mode], memory_mib))
+        return mode
+    for size in ("1024", "2"):
+        if mib[size] >= memory_mib:
+            return size
+    if mib["2"] or mib["1024"]:
+        warnings.append("gpu_vm_hugepages: the host reserves %d MiB of hugepages, less than the VM's %d MiB: not "
+                        "using them (raise vfio_hugepages, or lower gpu_vm_memory_mib)"
+                        % (max(mib.values()), memory_mib))
+    return None
+
+
+def _numa(settings, gpu_nodes, pci, warnings):
+    """(affinity, numa0) of a pinned VM, or (None, None)."""
+    wanted = settings["numa_node"]
+    nodes = sorted(gpu_nodes)
+    if wanted is not None and nodes and nodes != [int(wanted)]:
+        warnings.append("gpu_vm_numa_node: %s, but the VM's GPUs sit on NUMA node(s) %s: memory and CPU traffic to "
+                        "them crosses sockets" % (wanted, ", ".join(str(n) for n in nodes)))
+    if not settings["numa_pin"]:
+        return None, None
+    if wanted is None:
+        if len(nodes) != 1:
+            where = ("sit on NUMA nodes %s" % ", ".join(str(n) for n in nodes)) if nodes else \
+                "have no known NUMA node"
+            warnings.append("gpu_vm_numa_pin: the VM's GPUs %s: not pinning; set gpu_vm_numa_node to choose one"
+                            % where)
+            return None, None
+        wanted = nodes[0]
+    cpus = (((pci or {}).get("numa_nodes") or {}).get(str(wanted)) or {}).get("cpus")
+    host_cpus = pve_vm.cpuset(cpus) if cpus else None
+    if not host_cpus:
+        warnings.append("gpu_vm_numa_pin: the host reports no CPUs for NUMA node %s: not pinning" % wanted)
+        return None, None
+    vcpus = settings["cores"] * settings["sockets"]
+    if vcpus > len(host_cpus):
+        warnings.append("gpu_vm_numa_pin: %d vCPUs on the %d CPUs of NUMA node %s: they will share CPUs"
+                        % (vcpus, len(host_cpus), wanted))
+    numa0 = "cpus=%s,hostnodes=%s,memory=%d,policy=bind" % ("0" if vcpus == 1 else "0-%d" % (vcpus - 1), wanted,
+                                                            settings["memory_mib"])
+    return pve_vm.format_cpuset(host_cpus), numa0
+
+
+def _nets(interfaces, vlans, settings, problems):
+    nets = {}
+    for index, iface in enumerate(interfaces or []):
+        vlan = (vlans or {}).get(iface.get("vlan"))
+        if vlan is None:
+            problems.append("llmstack_interfaces[%d]: VLAN %r is not in llmstack_vlans" % (index, iface.get("vlan")))
+            continue
+        model = settings["nic_model"]
+        first = "%s=%s" % (model, str(iface["mac"]).upper()) if iface.get("mac") else model
+        parts = [first, "bridge=%s" % vlan.get("bridge", "vmbr0"), "tag=%d" % int(vlan["id"])]
+        if settings["nic_firewall"]:
+            parts.append("firewall=1")
+        nets["net%d" % index] = ",".join(parts)
+    if len(nets) > MAX_NETS:
+        problems.append("llmstack_interfaces: %d interfaces, a PVE VM has at most %d" % (len(nets), MAX_NETS))
+    return nets
+
+
+def check_settings(settings):
+    problems = []
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        problems.append("settings: unknown %s" % ", ".join(unknown))
+    merged = dict(DEFAULTS)
+    merged.update(dict((k, v) for k, v in settings.items() if k in DEFAULTS))
+    for key in ("cores", "sockets", "memory_mib", "disk_gib"):
+        try:
+            merged[key] = int(merged[key])
+            if merged[key] < 1:
+                raise ValueError
+        except (TypeError, ValueError):
+            problems.append("gpu_vm_%s: %r is not a positive integer" % (key, merged[key]))
+    if str(merged["hugepages"]) not in HUGEPAGE_MODES:
+        problems.append("gpu_vm_hugepages: %r is not one of %s" % (merged["hugepages"], ", ".join(HUGEPAGE_MODES)))
+    merged["hugepages"] = str(merged["hugepages"])
+    if merged["hostpci_mode"] not in HOSTPCI_MODES:
+        problems.append("gpu_vm_hostpci_mode: %r is not one of %s" % (merged["hostpci_mode"], ", ".join(HOSTPCI_MODES)))
+    if not re.match(r"^[A-Za-z][A-Za-z0-9_-]*$", str(merged["mapping_prefix"])):
+        problems.append("gpu_vm_mapping_prefix: %r must start with a letter, then letters, digits, '_' or '-'"
+                        % (merged["mapping_prefix"],))
+    if not re.match(r"^(?:pc-)?q35", str(merged["machine"])):
+        problems.append("gpu_vm_machine: %r is not a q35 machine type; PCIe passthrough needs q35 (seed 000)"
+                        % (merged["machine"],))
+    if merged["numa_node"] is not None:
+        try:
+            merged["numa_node"] = int(merged["numa_node"])
+        except (TypeError, ValueError):
+            problems.append("gpu_vm_numa_node: %r is not a NUMA node number" % (merged["numa_node"],))
+    if not isinstance(merged["extra_config"] or {}, dict):
+        problems.append("gpu_vm_extra_config: must be a dict of PVE config keys")
+    return merged, problems
+
+
+def plan(vm, node_vms, pci, vlans, settings):
+    """The VM's PVE config: {'config', 'slots', 'mappings': [{name, node, gpu}], 'warnings'}.
+
+    ``vm``: {name, node (inventory name of the PVE host), pve_node (its PVE node name), gpus
+    (gpu_vm_gpus), interfaces (llmstack_interfaces)}; ``node_vms``: every VM the inventory places on
+    that host, in inventory order ({name, gpus}); ``pci``: the host's llmstack_pci facts. Raises
+    GpuVmError with every problem found.
+    """
+    settings, problems = check_settings(settings or {})
+    warnings = []
+    if not (pci or {}).get("iommu_enabled"):
+        problems.append("gpu_vm_node: %s has no IOMMU groups (IOMMU off?); run the pve_hosts stage (host_preflight, "
+                        "vfio) first" % vm["node"])
+    node_vms = list(node_vms or [])
+    if vm["name"] not in [v["name"] for v in node_vms]:
+        node_vms.append(vm)
+    node_vms = [vm if v["name"] == vm["name"] else v for v in node_vms]
+    assigned, gpu_problems = assign_gpus(node_vms, pci, vm["node"])
+    problems.extend(gpu_problems.get(vm["name"], []))
+    slots = assigned.get(vm["name"], [])
+    gpus = _gpus_by_slot(pci)
+    hostpci = {}
+    mappings = []
+    primary_vga = settings["primary_vga"]
+    if slots and primary_vga and not _is_vga(pci, slots[0]):
+        # A 3D controller (V100, A100, H100) has no VGA; QEMU refuses x-vga on it.
+        primary_vga = False
+    if slots and not problems:
+        try:
+            raw = hostpci_utils.build(slots, pcie=True, primary_vga=primary_vga, rombar=settings["rombar"],
+                                      facts=pci, allow_shared_group=settings["allow_shared_group"],
+                                      machine=settings["machine"])
+        except hostpci_utils.HostpciError as exc:
+            problems.append("gpu_vm_gpus: %s" % exc)
+            raw = {}
+        addresses = [value.split(",", 1)[0] for key, value in sorted(raw.items(), key=lambda kv: int(kv[0][7:]))]
+        names = {}
+        if settings["hostpci_mode"] == "mapping":
+            for address in addresses:
+                gpu = gpus.get(address) or _device_as_gpu(pci, address)
+                if gpu is None:
+                    problems.append("gpu_vm_gpus: %s is not on %s" % (address, vm["node"]))
+                    continue
+                name = mapping_name(settings["mapping_prefix"], vm["pve_node"], address)
+                names[address] = name
+                mappings.append({"name": name, "node": vm["pve_node"], "slot": address, "gpu": gpu})
+        if not problems:
+            hostpci = hostpci_utils.build(addresses, pcie=True, primary_vga=primary_vga,
+                                          rombar=settings["rombar"], mappings=names, machine=settings["machine"])
+    gpu_nodes = set(gpus[s]["numa_node"] for s in slots if s in gpus and gpus[s].get("numa_node") is not None)
+    affinity, numa0 = _numa(settings, gpu_nodes, pci, warnings)
+    nets = _nets(vm.get("interfaces"), vlans, settings, problems)
+    if problems:
+        raise GpuVmError(problems)
+
+    storage = settings["storage"]
+    config = {
+        "machine": settings["machine"],
+        "bios": "ovmf",
+        "efidisk0": "%s:1,efitype=4m,pre-enrolled-keys=0" % storage if settings["efidisk"] else None,
+        "cpu": "host",
+        "cores": settings["cores"],
+        "sockets": settings["sockets"],
+        "memory": settings["memory_mib"],
+        "balloon": 0,
+        "numa": 1,
+        "scsihw": settings["scsihw"],
+        "scsi0": ",".join(p for p in ("%s:%d" % (storage, settings["disk_gib"]), settings["disk_options"]) if p),
+        "agent": "1" if settings["agent"] else "0",
+        "onboot": 1 if settings["onboot"] else 0,
+        "ostype": settings["ostype"],
+        "hugepages": _hugepages(settings["hugepages"], settings["memory_mib"], pci, warnings),
+        "affinity": affinity,
+        "numa0": numa0,
+    }
+    if not settings["efidisk"]:
+        # Never detach an existing EFI disk just because the setting changed: leave the key alone.
+        config.pop("efidisk0")
+    for index in range(hostpci_utils.MAX_HOSTPCI):
+        config["hostpci%d" % index] = hostpci.get("hostpci%d" % index)
+    for index in range(MAX_NETS):
+        config["net%d" % index] = nets.get("net%d" % index)
+    config.update(settings["extra_config"] or {})
+    return {"config": config, "slots": slots, "mappings": mappings, "warnings": warnings}

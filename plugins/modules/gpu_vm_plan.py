@@ -1,0 +1,147 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: gpu_vm_plan
+short_description: The PVE config of a GPU VM, from the inventory and its host's PCI facts
+version_added: 0.1.0
+description:
+  - Computes the config keys M(pvegpu.llmstack.pve_vm) should manage for a GPU VM, as seed 000 configures one
+    (C(machine) q35, C(bios) ovmf with an EFI vars disk, C(cpu) host, C(balloon) 0, C(numa) 1, C(hostpciN)
+    with C(pcie=1) and C(x-vga=1) on the first GPU only, VLAN-tagged NICs), plus hugepages when the host
+    reserved enough, and C(affinity)/C(numa0) on the GPUs' NUMA node when pinning is asked for.
+  - Assigns the GPUs of every VM the inventory places on the host (named slots first, then
+    C({vendor_device, count}) entries in inventory order), refuses a GPU given to two VMs, a GPU not on the host and
+    a GPU whose IOMMU group is shared (unless C(allow_shared_group)), and warns when the GPUs' NUMA node differs
+    from C(numa_node).
+  - Every C(hostpciN) and C(netN) the plan does not use is V(null), so that pve_vm removes what the inventory no
+    longer asks for. Reads nothing and changes nothing; runs on the controller.
+author:
+  - pvegpu.llmstack contributors (@pvegpu)
+options:
+  vm:
+    description:
+      - "The VM: C(name) (inventory name), C(node) (inventory name of its PVE host), C(pve_node) (that host's
+        node name in PVE), C(gpus) (C(gpu_vm_gpus)), C(interfaces) (C(llmstack_interfaces))."
+    type: dict
+    required: true
+  node_vms:
+    description:
+      - Every VM placed on the same host, in inventory order, as C({name, gpus}) (the C(pvegpu.llmstack.gpu_vm_plans)
+        filter).
+    type: list
+    elements: dict
+    default: []
+  pci:
+    description: The host's C(llmstack_pci) facts (M(pvegpu.llmstack.pci_iommu_facts)).
+    type: dict
+    required: true
+  vlans:
+    description: C(llmstack_vlans).
+    type: dict
+    default: {}
+  settings:
+    description:
+      - The gpu_vm role's settings without the C(gpu_vm_) prefix (C(cores), C(memory_mib), C(storage),
+        C(hostpci_mode), C(numa_pin), C(hugepages), ...); see the role's documentation for each.
+    type: dict
+    default: {}
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: all
+"""
+
+EXAMPLES = r"""
+- name: Plan the VM's config
+  pvegpu.llmstack.gpu_vm_plan:
+    vm:
+      name: "{{ inventory_hostname }}"
+      node: "{{ gpu_vm_node }}"
+      pve_node: "{{ gpu_vm_pve_node }}"
+      gpus: "{{ gpu_vm_gpus }}"
+      interfaces: "{{ llmstack_interfaces }}"
+    node_vms: "{{ hostvars | pvegpu.llmstack.gpu_vm_plans(groups['gpu_vms'], gpu_vm_node) }}"
+    pci: "{{ node_pci.ansible_facts.llmstack_pci }}"
+    vlans: "{{ llmstack_vlans }}"
+    settings: {cores: 32, memory_mib: 131072, numa_pin: true}
+  delegate_to: localhost
+  register: gpu_vm_plan
+"""
+
+RETURN = r"""
+config:
+  description: The config keys for M(pvegpu.llmstack.pve_vm) (V(null) = remove).
+  returned: success
+  type: dict
+  sample: {"machine": "q35", "bios": "ovmf", "hostpci0": "mapping=llmstack-pve-a-41-00,pcie=1,x-vga=1"}
+slots:
+  description: The GPU slots the VM gets.
+  returned: success
+  type: list
+  elements: str
+mappings:
+  description: The PCI mappings the config refers to, C({name, node, slot, gpu}) (empty with raw addresses).
+  returned: success
+  type: list
+  elements: dict
+notices:
+  description: What works but is not as the seed advises (each is also shown as a warning).
+  returned: success
+  type: list
+  elements: str
+problems:
+  description: Every reason the plan was refused.
+  returned: failure
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            vm=dict(type="dict", required=True),
+            node_vms=dict(type="list", elements="dict", default=[]),
+            pci=dict(type="dict", required=True),
+            vlans=dict(type="dict", default={}),
+            settings=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    vm = params["vm"]
+    missing = [k for k in ("name", "node") if not vm.get(k)]
+    if missing:
+        module.fail_json(msg="vm: needs %s" % ", ".join(missing))
+    vm.setdefault("pve_node", vm["node"])
+    try:
+        result = gpu_vm.plan(vm, params["node_vms"], params["pci"], params["vlans"], params["settings"])
+    except gpu_vm.GpuVmError as exc:
+        module.fail_json(msg="VM %s on %s: %s" % (vm["name"], vm["node"], "; ".join(exc.problems)),
+                         problems=exc.problems)
+    notices = result.pop("warnings")
+    for notice in notices:
+        module.warn("VM %s: %s" % (vm["name"], notice))
+    module.exit_json(changed=False, notices=notices, **result)
+
+
+if __name__ == "__main__":
+    main()
