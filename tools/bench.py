@@ -6,6 +6,8 @@
    Target: 1,000 hosts well under a second on one core, so the check adds nothing noticeable to a run.
 2. Parsing a sysfs tree (pci_iommu_facts) of 300 and 1,200 PCI devices. Target: 300 devices well under a
    second (issue #3).
+3. vllm_plan: 20 models over 8 GPUs (automatic placement, NVLink-aware, each model asking for a fraction) and
+   the seed's platform A. Target: 20 models over 8 GPUs under a second (issue #6).
 """
 
 import os
@@ -18,7 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), ".cache", "collections"))
 sys.path.insert(0, HERE)
 
 import sysfs_fixture  # noqa: E402
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci  # noqa: E402
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, nvidia, pci, vllm_plan  # noqa: E402,I001
 
 
 def site(pve_hosts, vms_per_host, clients):
@@ -112,6 +114,43 @@ def bench_sysfs():
         print("%-28s %7d %7d %12.1f %12.0f" % row)
 
 
+def bench_vllm_plan():
+    catalog = ["Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
+               "Qwen/Qwen3-8B"]
+    gpus = [{"index": i, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "compute_capability": "8.0"}
+            for i in range(8)]
+    header = "\t" + "\t".join("GPU%d" % i for i in range(8)) + "\tCPU Affinity\tNUMA Affinity"
+
+    def cell(i, j):
+        return " X " if i == j else ("NV12" if i // 4 == j // 4 else "SYS")
+
+    rows = [header] + ["GPU%d\t" % i + "\t".join(cell(i, j) for j in range(8)) + "\t0-63\t%d" % (i // 4)
+                       for i in range(8)]
+    topology = nvidia.parse_topology("\n".join(rows))
+    cases = {
+        "20 models / 8 GPUs": (gpus, topology, [{"name": "m%d" % i, "model": catalog[i % 4], "max_model_len": 4096,
+                                                 "gpus": [i % 8], "gpu_memory_utilization": 0.3}
+                                                for i in range(20)]),
+        "8 models auto / 8 GPUs": (gpus, topology, [{"name": "a%d" % i, "model": catalog[i % 4]} for i in range(8)]),
+        "4 TP=2 auto / 8 GPUs": (gpus, topology, [{"name": "t%d" % i, "model": "Qwen/QwQ-32B",
+                                                   "max_model_len": 32768, "tensor_parallel_size": 2}
+                                                  for i in range(4)]),
+    }
+    print("\n%-28s %7s %9s %12s %12s" % ("vllm_plan", "models", "services", "best (ms)", "peak (KiB)"))
+    for label, (case_gpus, case_topology, models) in cases.items():
+        best = None
+        for _round in range(5):
+            start = time.perf_counter()
+            result = vllm_plan.plan(case_gpus, models, case_topology)
+            elapsed = time.perf_counter() - start
+            best = elapsed if best is None else min(best, elapsed)
+        tracemalloc.start()
+        vllm_plan.plan(case_gpus, models, case_topology)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        print("%-28s %7d %9d %12.1f %12.0f" % (label, len(models), len(result["services"]), best * 1000, peak / 1024))
+
+
 def main():
     print("%-28s %7s %9s %12s %12s" % ("case", "hosts", "problems", "best (ms)", "peak (KiB)"))
     for label, args in (("seeds (2 PVE hosts)", (2, 1, 3)), ("rack (16 PVE, 4 VMs each)", (16, 4, 50)),
@@ -120,6 +159,7 @@ def main():
         problems, best, peak = measure(model)
         print("%-28s %7d %9d %12.1f %12.0f" % (label, len(model["hosts"]), problems, best * 1000, peak / 1024))
     bench_sysfs()
+    bench_vllm_plan()
     return 0
 
 

@@ -1,0 +1,528 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU placement and memory planning for vLLM (the vllm_plan module). Plain Python.
+
+The arithmetic, per model and per GPU of its tensor-parallel group (every number is in the output, so a
+reader can redo it):
+
+- weights = (embedding params x 2 bytes + other params x bytes/param) / TP x (1 + WEIGHT_OVERHEAD). Bytes per
+  param: float16/bfloat16 2; fp8 1; GPTQ/AWQ int4 0.5 and int8 1, plus one fp16 scale and a packed zero point
+  per group of 128 weights (+2.5/128 bytes). Embeddings and the LM head stay 16-bit in quantized checkpoints.
+- budget = GPU memory x gpu_memory_utilization (vLLM's limit for the whole instance).
+- reserve = RESERVE_GIB (CUDA context, activations of the profiling run) + CUDA_GRAPH_GIB unless enforce_eager.
+- free = budget - weights - reserve: what vLLM gives the KV cache.
+- KV bytes per token and GPU = 2 (K and V) x layers x KV heads on the GPU x head dim x KV dtype bytes, with
+  KV heads on the GPU = KV heads / TP when KV heads >= TP, else 1 (replicated) - vLLM's own formula. Models
+  with MLA (DeepSeek-V2/V3) or sliding-window layers use less; this planner does not model them and
+  over-estimates their KV cache (it errs on the safe side).
+- KV tokens = floor(free / (16 x KV bytes per token)) x 16 (vLLM's 16-token blocks); concurrency at
+  max_model_len = KV tokens / max_model_len; a model whose KV cache cannot hold one max_model_len sequence
+  does not start in vLLM, and is refused here with the shortfall in GiB.
+- max_num_seqs default: seed 002's rule min(256, floor(free GiB x 12)), 256 being vLLM's default cap.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import itertools
+import json
+import math
+import re
+
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia
+
+GIB = 1024 ** 3
+MIB = 1024 ** 2
+BLOCK_TOKENS = 16
+WEIGHT_OVERHEAD = 0.02
+RESERVE_GIB = 1.0
+CUDA_GRAPH_GIB = 0.5
+UTILIZATION_WARN = 0.92
+UTILIZATION_MAX = 0.95
+DEFAULT_UTILIZATION = 0.9
+DEFAULT_MAX_MODEL_LEN = 4096
+MAX_NUM_SEQS_CAP = 256
+GROUP_OVERHEAD = 2.5 / 128
+DTYPES = ("float16", "bfloat16")
+QUANTIZATIONS = (None, "awq", "gptq", "fp8")
+KV_DTYPES = ("auto", "fp8")
+
+# Compute capability each weight format needs in vLLM (docs.vllm.ai, features/quantization/supported_hardware:
+# AWQ Turing+, GPTQ Volta+, FP8 W8A8 Ada+; FP8 weight-only through Marlin from Turing, per the FP8 W8A8 page).
+QUANTIZATION_MIN_CC = {"awq": (7, 5), "gptq": (7, 0), "fp8": (7, 5)}
+FP8_NATIVE_CC = (8, 9)
+BF16_MIN_CC = (8, 0)
+
+# Compute capability by product name, for drivers that do not print compute_cap (NVIDIA's CUDA GPUs list).
+CC_BY_NAME = (
+    (r"V100", "7.0"), (r"TITAN V", "7.0"), (r"\bT4\b", "7.5"), (r"RTX 20\d\d|TITAN RTX|Quadro RTX", "7.5"),
+    (r"A100|A800|A30\b", "8.0"), (r"RTX 30\d\d|\bA10\b|\bA40\b|A[2456]000|A16\b|A2\b", "8.6"),
+    (r"RTX 40\d\d|\bL4\b|L40|RTX [2-6]000 Ada", "8.9"), (r"H100|H200|H800|GH200", "9.0"), (r"B100|B200", "10.0"),
+)
+
+
+def _hf(repo):
+    return "https://huggingface.co/%s/blob/main/config.json" % repo
+
+
+# Architecture numbers from each model's config.json (the source named): params in billions (the model
+# card's count), layers (num_hidden_layers), attention_heads, kv_heads (num_key_value_heads), head_dim
+# (hidden_size / heads unless the config sets it), hidden_size, vocab_size, tie (tie_word_embeddings),
+# max_position (max_position_embeddings). Aliases are quantized or renamed checkpoints of the same model.
+CATALOG = [
+    {"model": "meta-llama/Llama-3.1-8B-Instruct", "params_b": 8.03, "layers": 32, "attention_heads": 32,
+     "kv_heads": 8, "head_dim": 128, "hidden_size": 4096, "vocab_size": 128256, "tie": False,
+     "max_position": 131072, "source": _hf("meta-llama/Llama-3.1-8B-Instruct"),
+     "aliases": ["meta-llama/Meta-Llama-3.1-8B-Instruct", "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
+                 "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"]},
+    {"model": "meta-llama/Llama-3.1-70B-Instruct", "params_b": 70.55, "layers": 80, "attention_heads": 64,
+     "kv_heads": 8, "head_dim": 128, "hidden_size": 8192, "vocab_size": 128256, "tie": False,
+     "max_position": 131072, "source": _hf("meta-llama/Llama-3.1-70B-Instruct"),
+     "aliases": ["meta-llama/Meta-Llama-3.1-70B-Instruct", "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
+                 "hugging-quants/Meta-Llama-3.1-70B-Instruct-GPTQ-INT4"]},
+    {"model": "Qwen/Qwen2.5-7B-Instruct", "params_b": 7.62, "layers": 28, "attention_heads": 28, "kv_heads": 4,
+     "head_dim": 128, "hidden_size": 3584, "vocab_size": 152064, "tie": False, "max_position": 32768,
+     "source": _hf("Qwen/Qwen2.5-7B-Instruct"),
+     "aliases": ["Qwen/Qwen2.5-7B-Instruct-AWQ", "Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4"]},
+    {"model": "Qwen/Qwen2.5-14B-Instruct", "params_b": 14.77, "layers": 48, "attention_heads": 40, "kv_heads": 8,
+     "head_dim": 128, "hidden_size": 5120, "vocab_size": 152064, "tie": False, "max_position": 32768,
+     "source": _hf("Qwen/Qwen2.5-14B-Instruct"),
+     "aliases": ["Qwen/Qwen2.5-14B-Instruct-AWQ", "Qwen/Qwen2.5-14B-Instruct-GPTQ-Int4",
+                 "Qwen/Qwen2.5-14B-Instruct-GPTQ-Int8", "Qwen/Qwen2.5-14B-Chat-GPTQ-Int4"]},
+    {"model": "Qwen/Qwen2.5-32B-Instruct", "params_b": 32.76, "layers": 64, "attention_heads": 40, "kv_heads": 8,
+     "head_dim": 128, "hidden_size": 5120, "vocab_size": 152064, "tie": False, "max_position": 32768,
+     "source": _hf("Qwen/Qwen2.5-32B-Instruct"),
+     "aliases": ["Qwen/Qwen2.5-32B-Instruct-AWQ", "Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4"]},
+    {"model": "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "params_b": 32.76, "layers": 64, "attention_heads": 40,
+     "kv_heads": 8, "head_dim": 128, "hidden_size": 5120, "vocab_size": 152064, "tie": False,
+     "max_position": 131072, "source": _hf("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B"),
+     "aliases": ["casperhansen/deepseek-r1-distill-qwen-32b-awq", "DeepSeek-R1-Distill-Qwen-32B-AWQ"]},
+    {"model": "Qwen/QwQ-32B", "params_b": 32.76, "layers": 64, "attention_heads": 40, "kv_heads": 8, "head_dim": 128,
+     "hidden_size": 5120, "vocab_size": 152064, "tie": False, "max_position": 40960, "source": _hf("Qwen/QwQ-32B"),
+     "aliases": ["Qwen/QwQ-32B-AWQ"]},
+    {"model": "Qwen/Qwen3-8B", "params_b": 8.19, "layers": 36, "attention_heads": 32, "kv_heads": 8, "head_dim": 128,
+     "hidden_size": 4096, "vocab_size": 151936, "tie": False, "max_position": 40960, "source": _hf("Qwen/Qwen3-8B"),
+     "aliases": ["Qwen/Qwen3-8B-AWQ", "Qwen/Qwen3-8B-FP8"]},
+    {"model": "Qwen/Qwen3-32B", "params_b": 32.8, "layers": 64, "attention_heads": 64, "kv_heads": 8, "head_dim": 128,
+     "hidden_size": 5120, "vocab_size": 151936, "tie": False, "max_position": 40960, "source": _hf("Qwen/Qwen3-32B"),
+     "aliases": ["Qwen/Qwen3-32B-AWQ", "Qwen/Qwen3-32B-FP8"]},
+    {"model": "mistralai/Mistral-7B-Instruct-v0.3", "params_b": 7.25, "layers": 32, "attention_heads": 32,
+     "kv_heads": 8, "head_dim": 128, "hidden_size": 4096, "vocab_size": 32768, "tie": False, "max_position": 32768,
+     "source": _hf("mistralai/Mistral-7B-Instruct-v0.3"), "aliases": []},
+    # Seed 000 names these; its table gives the parameter count only (no config.json could be read here), so the
+    # planner can size their weights but asks for the architecture before sizing a KV cache.
+    {"model": "Qwen/Qwen3.5-9B", "params_b": 9.0, "source": "seed 000, model table (parameter count only)",
+     "aliases": []},
+    {"model": "Qwen/Qwen3.5-122B-A10B", "params_b": 122.0,
+     "source": "seed 000, model table (parameter count only; MoE, all experts resident)", "aliases": []},
+]
+ARCH_KEYS = ("params_b", "layers", "attention_heads", "kv_heads", "head_dim", "hidden_size", "vocab_size", "tie",
+             "max_position", "intermediate_size")
+MODEL_KEYS = ("name", "model", "dtype", "quantization", "bits", "kv_cache_dtype", "max_model_len", "gpus",
+              "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs", "enforce_eager", "architecture",
+              "config_json")
+
+
+class PlanError(ValueError):
+    def __init__(self, problems):
+        ValueError.__init__(self, "; ".join(problems))
+        self.problems = problems
+
+
+def catalog_entry(model):
+    """The catalog's architecture of a model id (or a known alias), case-insensitive; None when unknown."""
+    wanted = str(model or "").strip().lower()
+    for entry in CATALOG:
+        names = [entry["model"]] + entry.get("aliases", [])
+        short = [n.lower().rsplit("/", maxsplit=1)[-1] for n in names]
+        if wanted in [n.lower() for n in names] or wanted.rsplit("/", maxsplit=1)[-1] in short:
+            return entry
+    return None
+
+
+def architecture_from_config(text):
+    """Architecture numbers from a Hugging Face config.json text (params estimated when absent)."""
+    config = json.loads(text)
+    if "text_config" in config:
+        config = dict(config, **config["text_config"])
+    hidden = config.get("hidden_size")
+    heads = config.get("num_attention_heads")
+    arch = {
+        "layers": config.get("num_hidden_layers"),
+        "attention_heads": heads,
+        "kv_heads": config.get("num_key_value_heads", heads),
+        "head_dim": config.get("head_dim") or (hidden // heads if hidden and heads else None),
+        "hidden_size": hidden,
+        "vocab_size": config.get("vocab_size"),
+        "tie": bool(config.get("tie_word_embeddings", False)),
+        "max_position": config.get("max_position_embeddings"),
+        "intermediate_size": config.get("intermediate_size"),
+    }
+    return dict((k, v) for k, v in arch.items() if v is not None)
+
+
+def estimate_params_b(arch):
+    """Dense decoder parameters from its shape: embeddings (x2 unless tied) + per layer attention (q, k, v, o with
+    grouped KV) and a gated MLP (3 x hidden x intermediate). Billions."""
+    hidden, layers, vocab = arch["hidden_size"], arch["layers"], arch["vocab_size"]
+    head_dim, heads, kv_heads = arch["head_dim"], arch["attention_heads"], arch["kv_heads"]
+    attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    mlp = 3 * hidden * arch["intermediate_size"]
+    embeddings = vocab * hidden * (1 if arch.get("tie") else 2)
+    return (embeddings + layers * (attention + mlp)) / 1e9
+
+
+def infer_quantization(model):
+    """(quantization, bits) a checkpoint name says (…-AWQ, …-GPTQ-Int4/Int8, …-FP8), or (None, None)."""
+    name = str(model or "").lower()
+    if "awq" in name:
+        return "awq", 4
+    if "gptq" in name:
+        return "gptq", 8 if re.search(r"int8|8bit|w8", name) else 4
+    if re.search(r"fp8", name):
+        return "fp8", 8
+    return None, None
+
+
+def parse_cc(text):
+    match = re.match(r"^\s*(\d+)\.(\d+)", str(text or ""))
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def gpu_cc(gpu):
+    """(major, minor) of a GPU from its compute_capability, else from its product name; None if unknown."""
+    found = parse_cc(gpu.get("compute_capability"))
+    if found:
+        return found
+    for pattern, cc in CC_BY_NAME:
+        if re.search(pattern, str(gpu.get("name") or ""), re.IGNORECASE):
+            return parse_cc(cc)
+    return None
+
+
+def weight_bytes(arch, dtype, quantization, bits):
+    """Bytes of the whole model's weights."""
+    params = arch["params_b"] * 1e9
+    embed = 0
+    if arch.get("vocab_size") and arch.get("hidden_size"):
+        embed = arch["vocab_size"] * arch["hidden_size"] * (1 if arch.get("tie") else 2)
+    if quantization is None:
+        return params * 2
+    per_param = {"awq": 0.5 + GROUP_OVERHEAD, "fp8": 1.0}.get(quantization)
+    if quantization == "gptq":
+        per_param = (bits or 4) / 8.0 + GROUP_OVERHEAD
+    return embed * 2 + (params - embed) * per_param
+
+
+def kv_bytes_per_token_per_gpu(arch, tp, kv_bytes):
+    kv_heads_per_gpu = max(1, arch["kv_heads"] // tp) if arch["kv_heads"] >= tp else 1
+    return 2 * arch["layers"] * kv_heads_per_gpu * arch["head_dim"] * kv_bytes
+
+
+def _read_text(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def _round(value, digits=2):
+    return float("%.*f" % (digits, value))
+
+
+class Planner(object):
+    def __init__(self, gpus, topology=None, gpu_memory_utilization=DEFAULT_UTILIZATION, read_file=None):
+        self.gpus = sorted([dict(g) for g in gpus or []], key=lambda g: int(g["index"]))
+        self.by_index = dict((int(g["index"]), g) for g in self.gpus)
+        self.topology = topology or {}
+        self.default_util = float(gpu_memory_utilization)
+        self.read_file = read_file
+        self.problems = []
+        self.warnings = []
+
+    # -- the model's numbers -----------------------------------------------------------------------------
+    def resolve(self, index, spec):
+        label = "model %s (%s)" % (spec.get("name") or "models[%d]" % index, spec.get("model") or "?")
+        passed_through = {"port", "lora_modules", "extra_args", "env", "image", "api_key", "revision",
+                          "served_model_name"}
+        unknown = sorted(set(spec) - set(MODEL_KEYS) - passed_through)
+        if unknown:
+            self.problems.append("%s: unknown keys %s" % (label, ", ".join(unknown)))
+        for key in ("name", "model"):
+            if not spec.get(key):
+                self.problems.append("%s: needs %s" % (label, key))
+        arch = {}
+        entry = catalog_entry(spec.get("model"))
+        if entry:
+            arch.update((k, entry[k]) for k in ARCH_KEYS if k in entry)
+        if spec.get("config_json"):
+            try:
+                text = (self.read_file or _read_text)(spec["config_json"])
+                arch.update(architecture_from_config(text))
+            except (OSError, ValueError) as exc:
+                self.problems.append("%s: config_json %s: %s" % (label, spec["config_json"], exc))
+        arch.update(dict((k, v) for k, v in (spec.get("architecture") or {}).items() if v is not None))
+        if "params_b" not in arch and all(arch.get(k) for k in ("hidden_size", "layers", "vocab_size", "head_dim",
+                                                                "attention_heads", "kv_heads", "intermediate_size")):
+            arch["params_b"] = _round(estimate_params_b(arch), 3)
+        if "params_b" not in arch:
+            self.problems.append("%s: model %r is not in the catalog; give architecture {params_b, layers, "
+                                 "attention_heads, kv_heads, head_dim} or config_json" % (label, spec.get("model")))
+            return None
+        quantization, bits = spec.get("quantization"), spec.get("bits")
+        if quantization is None and spec.get("model"):
+            quantization, inferred_bits = infer_quantization(spec["model"])
+            bits = bits or inferred_bits
+        if quantization not in QUANTIZATIONS:
+            self.problems.append("%s: quantization %r is not one of awq, gptq, fp8 (or null)" % (label, quantization))
+            return None
+        dtype = spec.get("dtype") or "float16"
+        if dtype not in DTYPES:
+            self.problems.append("%s: dtype %r is not float16 or bfloat16" % (label, dtype))
+        kv_dtype = spec.get("kv_cache_dtype") or "auto"
+        if kv_dtype not in KV_DTYPES:
+            self.problems.append("%s: kv_cache_dtype %r is not auto or fp8" % (label, kv_dtype))
+        util = float(spec.get("gpu_memory_utilization") or self.default_util)
+        if util > UTILIZATION_MAX:
+            self.problems.append("%s: gpu_memory_utilization %.2f is above %.2f: long contexts then hit CUDA OOM "
+                                 "(seed 001)" % (label, util, UTILIZATION_MAX))
+        elif util > UTILIZATION_WARN:
+            self.warnings.append("%s: gpu_memory_utilization %.2f is above %.2f (seed 001 stops at 0.92)"
+                                 % (label, util, UTILIZATION_WARN))
+        max_len = int(spec.get("max_model_len") or DEFAULT_MAX_MODEL_LEN)
+        if arch.get("max_position") and max_len > arch["max_position"]:
+            self.problems.append("%s: max_model_len %d is above the model's %d positions"
+                                 % (label, max_len, arch["max_position"]))
+        return {"label": label, "spec": spec, "arch": arch, "quantization": quantization,
+                "bits": bits if quantization == "gptq" else ({"awq": 4, "fp8": 8}.get(quantization)),
+                "dtype": dtype, "kv_dtype": kv_dtype, "util": util, "util_given": spec.get("gpu_memory_utilization")
+                is not None, "max_len": max_len, "eager": bool(spec.get("enforce_eager", False))}
+
+    def estimate(self, model, gpus):
+        """The numbers of a model on these GPU indices (its TP group)."""
+        arch, tp = model["arch"], len(gpus)
+        memory = min(int(self.by_index[i]["memory_mib"]) for i in gpus) * MIB
+        weights = weight_bytes(arch, model["dtype"], model["quantization"], model["bits"]) / tp * (1 + WEIGHT_OVERHEAD)
+        budget = memory * model["util"]
+        reserve = (RESERVE_GIB + (0 if model["eager"] else CUDA_GRAPH_GIB)) * GIB
+        free = budget - weights - reserve
+        result = {"memory_gib_per_gpu": _round(memory / GIB), "budget_gib_per_gpu": _round(budget / GIB),
+                  "weights_gib_per_gpu": _round(weights / GIB), "reserve_gib_per_gpu": _round(reserve / GIB),
+                  "free_gib_per_gpu": _round(free / GIB)}
+        if not all(arch.get(k) for k in ("layers", "kv_heads", "head_dim")):
+            result["kv_unknown"] = True
+            result["fits"] = False
+            result["shortfall_gib"] = _round(max(0.0, -free) / GIB)
+            return result
+        kv_bytes = 1 if model["kv_dtype"] == "fp8" else 2
+        per_token = kv_bytes_per_token_per_gpu(arch, tp, kv_bytes)
+        tokens = int(max(0.0, free) // (BLOCK_TOKENS * per_token)) * BLOCK_TOKENS
+        need = model["max_len"] * per_token
+        result.update({"kv_bytes_per_token": 2 * arch["layers"] * arch["kv_heads"] * arch["head_dim"] * kv_bytes,
+                       "kv_bytes_per_token_per_gpu": per_token, "kv_tokens": tokens,
+                       "concurrency_at_max_len": _round(tokens / float(model["max_len"]))})
+        result["fits"] = tokens >= model["max_len"]
+        result["shortfall_gib"] = _round(max(0.0, need - max(0.0, free) if free >= 0 else need - free) / GIB) \
+            if not result["fits"] else 0.0
+        return result
+
+    # -- checks --------------------------------------------------------------------------------------------
+    def check_hardware(self, model, gpus):
+        label = model["label"]
+        for index in gpus:
+            gpu = self.by_index[index]
+            cc = gpu_cc(gpu)
+            what = "GPU %d (%s)" % (index, gpu.get("name") or "?")
+            if cc is None:
+                self.warnings.append("%s: compute capability of %s unknown; dtype and quantization not checked"
+                                     % (label, what))
+                continue
+            if model["dtype"] == "bfloat16" and cc < BF16_MIN_CC:
+                self.problems.append("%s: dtype bfloat16 needs compute capability 8.0+, %s is %d.%d: use dtype "
+                                     "float16" % (label, what, cc[0], cc[1]))
+            need = QUANTIZATION_MIN_CC.get(model["quantization"])
+            if need and cc < need:
+                self.problems.append("%s: %s kernels need compute capability %d.%d+ in vLLM, %s is %d.%d"
+                                     % (label, model["quantization"].upper(), need[0], need[1], what, cc[0], cc[1]))
+            elif model["quantization"] == "fp8" and cc < FP8_NATIVE_CC:
+                self.warnings.append("%s: FP8 on %s (%d.%d) runs weight-only through Marlin (W8A16), not W8A8"
+                                     % (label, what, cc[0], cc[1]))
+            if model["kv_dtype"] == "fp8" and cc < (8, 9):
+                self.warnings.append("%s: an fp8 KV cache on %s (%d.%d) is stored in fp8 but computed in 16 bits"
+                                     % (label, what, cc[0], cc[1]))
+
+    def link(self, first, second):
+        links = (self.topology or {}).get("links") or {}
+        value = (links.get("GPU%d" % first) or {}).get("GPU%d" % second) or \
+            (links.get("GPU%d" % second) or {}).get("GPU%d" % first)
+        return value
+
+    def group_rank(self, gpus):
+        """(worst link rank in the group, its worst link name); an unknown link ranks as SYS."""
+        worst, name = 1000, None
+        for first, second in itertools.combinations(gpus, 2):
+            value = self.link(first, second)
+            rank = nvidia.link_rank(value) if value else nvidia.link_rank("SYS")
+            if rank < worst:
+                worst, name = rank, value or "unknown"
+        return worst, name
+
+    def numa_nodes(self, gpus):
+        affinity = (self.topology or {}).get("numa_affinity") or {}
+        return sorted(set(affinity.get("GPU%d" % i) for i in gpus if affinity.get("GPU%d" % i) not in (None, "N/A")))
+
+    def check_topology(self, model, gpus):
+        if len(gpus) < 2 or not self.topology:
+            return
+        rank, worst = self.group_rank(gpus)
+        nodes = self.numa_nodes(gpus)
+        if len(nodes) > 1:
+            self.warnings.append("%s: tensor-parallel group GPUs %s spans NUMA nodes %s: every all-reduce crosses "
+                                 "the socket interconnect" % (model["label"], gpus, ", ".join(nodes)))
+        if nvidia.is_nvlink(worst):
+            return
+        smaller = [tp for tp in (1, 2, 4) if tp < len(gpus) and self.valid_tp(model, tp)
+                   and self.estimate(model, list(gpus[:tp])).get("fits")]
+        if smaller:
+            self.warnings.append("%s: tensor_parallel_size %d over %s (no NVLink) for a model that fits on %d GPU(s): "
+                                 "all-reduce over PCIe costs more than it gains (seed 000's TP=4 run of a 9B model); "
+                                 "use %d GPU(s) and run replicas instead" % (model["label"], len(gpus), worst,
+                                                                             smaller[0], smaller[0]))
+
+    @staticmethod
+    def valid_tp(model, tp):
+        heads = model["arch"].get("attention_heads")
+        return heads is None or heads % tp == 0
+
+    # -- placement ----------------------------------------------------------------------------------------
+    def best_group(self, size, free):
+        """The free GPUs to use for a TP group of this size: best worst-link first, then lowest indices."""
+        candidates = list(itertools.combinations(sorted(free), size))
+        if not candidates:
+            return None
+        return list(max(candidates, key=lambda c: (self.group_rank(c)[0], [-i for i in c])))
+
+    def plan(self, models):
+        if not self.gpus:
+            raise PlanError(["gpus: no GPU to plan on"])
+        resolved = [self.resolve(i, m) for i, m in enumerate(models or [])]
+        names = [m.get("name") for m in models or []]
+        for name in set(n for n in names if n and names.count(n) > 1):
+            self.problems.append("models: name %r appears %d times" % (name, names.count(name)))
+        if self.problems:
+            raise PlanError(self.problems)
+        usage = dict((i, []) for i in self.by_index)           # gpu -> [model labels]
+        util_sum = dict((i, 0.0) for i in self.by_index)
+        placed = {}
+        # Explicit GPUs first.
+        for model in resolved:
+            spec = model["spec"]
+            if spec.get("gpus") is None:
+                continue
+            gpus = [int(g) for g in spec["gpus"]]
+            missing = [g for g in gpus if g not in self.by_index]
+            if missing:
+                self.problems.append("%s: gpus %s are not on this host (GPUs %s)" % (model["label"], missing,
+                                                                                     sorted(self.by_index)))
+                continue
+            tp = int(spec.get("tensor_parallel_size") or len(gpus))
+            if tp != len(gpus):
+                self.problems.append("%s: tensor_parallel_size %d but %d gpus listed; they must match"
+                                     % (model["label"], tp, len(gpus)))
+                continue
+            if not self.valid_tp(model, tp):
+                self.problems.append("%s: tensor_parallel_size %d does not divide its %d attention heads"
+                                     % (model["label"], tp, model["arch"]["attention_heads"]))
+                continue
+            placed[model["label"]] = gpus
+            for g in gpus:
+                usage[g].append(model)
+                util_sum[g] += model["util"]
+        # The rest, largest weights first.
+        rest = [m for m in resolved if m["spec"].get("gpus") is None]
+        rest.sort(key=lambda m: -weight_bytes(m["arch"], m["dtype"], m["quantization"], m["bits"]))
+        for model in rest:
+            free = [g for g in self.by_index if not usage[g]]
+            sizes = [int(model["spec"]["tensor_parallel_size"])] if model["spec"].get("tensor_parallel_size") else \
+                [tp for tp in (1, 2, 4, 8, 16) if tp <= len(self.by_index) and self.valid_tp(model, tp)]
+            chosen, last = None, None
+            for tp in sizes:
+                group = self.best_group(tp, free) if tp <= len(free) else None
+                if group is None:
+                    continue
+                last = (group, self.estimate(model, group))
+                if last[1]["fits"]:
+                    chosen = group
+                    break
+            if chosen is None:
+                if last is None:
+                    self.problems.append("%s: no free GPUs left for it (%d GPUs, all taken by larger models)"
+                                         % (model["label"], len(self.by_index)))
+                else:
+                    self.problems.append(self.shortfall(model, last[0], last[1]))
+                continue
+            placed[model["label"]] = chosen
+            for g in chosen:
+                usage[g].append(model)
+                util_sum[g] += model["util"]
+        for g, models_on in usage.items():
+            if len(models_on) > 1:
+                if not all(m["util_given"] for m in models_on):
+                    labels = ", ".join(m["label"] for m in models_on)
+                    self.problems.append("GPU %d is given to %s; two models share a GPU only when each sets "
+                                         "gpu_memory_utilization (its fraction)" % (g, labels))
+                elif util_sum[g] > UTILIZATION_MAX + 1e-9:
+                    self.problems.append("GPU %d: the models on it (%s) ask for gpu_memory_utilization %.2f in all, "
+                                         "above %.2f" % (g, ", ".join(m["label"] for m in models_on), util_sum[g],
+                                                         UTILIZATION_MAX))
+        services = []
+        for model in resolved:
+            gpus = placed.get(model["label"])
+            if gpus is None:
+                continue
+            estimate = self.estimate(model, gpus)
+            self.check_hardware(model, gpus)
+            if not estimate["fits"]:
+                self.problems.append(self.shortfall(model, gpus, estimate))
+                continue
+            self.check_topology(model, gpus)
+            services.append(self.service(model, gpus, estimate))
+        if self.problems:
+            raise PlanError(self.problems)
+        return {"services": services, "warnings": self.warnings}
+
+    def shortfall(self, model, gpus, estimate):
+        if estimate.get("kv_unknown"):
+            if estimate["shortfall_gib"] > 0:
+                return ("%s: does not fit on GPU(s) %s: weights %.2f GiB + reserve %.2f GiB per GPU exceed the "
+                        "%.2f GiB budget (%.2f GiB x %.2f) by %.2f GiB"
+                        % (model["label"], gpus, estimate["weights_gib_per_gpu"], estimate["reserve_gib_per_gpu"],
+                           estimate["budget_gib_per_gpu"], estimate["memory_gib_per_gpu"], model["util"],
+                           estimate["shortfall_gib"]))
+            return ("%s: its architecture is incomplete (layers, kv_heads, head_dim): give architecture or "
+                    "config_json to size its KV cache" % model["label"])
+        return ("%s: does not fit on GPU(s) %s: per GPU, budget %.2f GiB (%.2f GiB x %.2f) - weights %.2f GiB - "
+                "reserve %.2f GiB leaves %.2f GiB, and one %d-token sequence needs %.2f GiB of KV cache: %.2f GiB short"
+                % (model["label"], gpus, estimate["budget_gib_per_gpu"], estimate["memory_gib_per_gpu"], model["util"],
+                   estimate["weights_gib_per_gpu"], estimate["reserve_gib_per_gpu"], estimate["free_gib_per_gpu"],
+                   model["max_len"], model["max_len"] * estimate["kv_bytes_per_token_per_gpu"] / float(GIB),
+                   estimate["shortfall_gib"]))
+
+    def service(self, model, gpus, estimate):
+        spec = model["spec"]
+        max_num_seqs = spec.get("max_num_seqs")
+        if max_num_seqs is None:
+            max_num_seqs = max(1, min(MAX_NUM_SEQS_CAP, int(math.floor(estimate["free_gib_per_gpu"] * 12))))
+        service = dict((k, v) for k, v in spec.items() if k not in ("architecture", "config_json"))
+        service.update({
+            "name": spec["name"], "model": spec["model"], "gpus": list(gpus), "tensor_parallel_size": len(gpus),
+            "dtype": model["dtype"], "quantization": model["quantization"], "kv_cache_dtype": model["kv_dtype"],
+            "gpu_memory_utilization": model["util"], "max_model_len": model["max_len"],
+            "max_num_seqs": int(max_num_seqs), "enforce_eager": model["eager"], "estimates": estimate,
+        })
+        return service
+
+
+def plan(gpus, models, topology=None, gpu_memory_utilization=DEFAULT_UTILIZATION, read_file=None):
+    """{'services': [...], 'warnings': [...]} or PlanError naming each model and its shortfall."""
+    return Planner(gpus, topology, gpu_memory_utilization, read_file).plan(models)

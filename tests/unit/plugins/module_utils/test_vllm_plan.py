@@ -1,0 +1,198 @@
+"""module_utils.vllm_plan: the seeds' layouts, hand-computed KV and weight numbers, placement, refusals.
+
+Hand computations (in the comments) use the catalog's config.json numbers and the formulas in the
+module docstring; they are done here independently of the code, not copied from its output."""
+
+import os
+
+import pytest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia, vllm_plan
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "nvidia")
+GIB = 1024 ** 3
+
+
+def topo(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return nvidia.parse_topology(handle.read())
+
+
+RTX3090 = [{"index": i, "name": "NVIDIA GeForce RTX 3090", "memory_mib": 24576, "compute_capability": "8.6"}
+           for i in range(4)]
+V100 = [{"index": i, "name": "Tesla V100-SXM2-32GB", "memory_mib": 32768} for i in range(8)]   # no compute_cap
+
+# Seed 000, platform A: GPU0 8B FP16 (fast), GPU1 14B GPTQ-Int4 (balanced), GPU2-3 32B AWQ TP=2 (reasoning).
+PLATFORM_A = [
+    {"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "dtype": "float16", "max_model_len": 4096,
+     "gpus": [0], "port": 8001},
+    {"name": "balanced", "model": "Qwen/Qwen2.5-14B-Instruct-GPTQ-Int4", "max_model_len": 8192, "gpus": [1]},
+    {"name": "reasoning", "model": "casperhansen/deepseek-r1-distill-qwen-32b-awq", "max_model_len": 8192,
+     "gpus": [2, 3]},
+]
+
+
+def by_name(result):
+    return dict((s["name"], s) for s in result["services"])
+
+
+def test_seed_platform_a_fits_as_the_seed_lays_it_out():
+    services = by_name(vllm_plan.plan(RTX3090, PLATFORM_A, topo("topo-platform-a.txt")))
+    assert [(n, s["gpus"], s["tensor_parallel_size"]) for n, s in sorted(services.items())] == [
+        ("balanced", [1], 1), ("fast", [0], 1), ("reasoning", [2, 3], 2)]
+    assert services["balanced"]["quantization"] == "gptq" and services["reasoning"]["quantization"] == "awq"
+    assert services["fast"]["port"] == 8001
+
+
+def test_llama_8b_fp16_numbers_by_hand():
+    fast = by_name(vllm_plan.plan(RTX3090, PLATFORM_A[:1]))["fast"]["estimates"]
+    # KV: 2 (K,V) x 32 layers x 8 KV heads x 128 head dim x 2 bytes = 131072 bytes per token.
+    assert fast["kv_bytes_per_token"] == 131072 == fast["kv_bytes_per_token_per_gpu"]
+    # Weights: 8.03e9 params x 2 bytes x 1.02 = 16.3812e9 bytes = 15.256 GiB.
+    assert fast["weights_gib_per_gpu"] == pytest.approx(15.26, abs=0.01)
+    # Budget 24 GiB x 0.9 = 21.6; reserve 1.0 + 0.5 (CUDA graphs) = 1.5; free = 21.6 - 15.256 - 1.5 = 4.844 GiB.
+    assert fast["free_gib_per_gpu"] == pytest.approx(4.84, abs=0.01)
+    # 4.844 GiB / (16 x 131072 bytes per block) = 2480.2 blocks -> 2480 x 16 = 39680 tokens; 39680/4096 = 9.69.
+    assert fast["kv_tokens"] == 39680 and fast["concurrency_at_max_len"] == pytest.approx(9.69, abs=0.01)
+
+
+def test_32b_awq_tp2_numbers_by_hand_and_seed_001_layout():
+    # Seed 001: DeepSeek-R1-Distill-Qwen-32B-AWQ, TP=2, util 0.92, max len 8192, enforce_eager, on 2 x 24 GB.
+    model = {"name": "r1", "model": "DeepSeek-R1-Distill-Qwen-32B-AWQ", "gpus": [0, 1], "gpu_memory_utilization": 0.92,
+             "max_model_len": 8192, "enforce_eager": True}
+    service = vllm_plan.plan(RTX3090[:2], [model])["services"][0]
+    est = service["estimates"]
+    # KV: 2 x 64 x 8 x 128 x 2 = 262144 bytes per token; 8 KV heads over TP 2 -> 131072 per GPU.
+    assert (est["kv_bytes_per_token"], est["kv_bytes_per_token_per_gpu"]) == (262144, 131072)
+    # Weights: embeddings 152064 x 5120 x 2 = 1.557e9 params at 2 bytes = 3.114e9 B; the other 31.203e9 params at
+    # 0.5 + 2.5/128 bytes = 16.214e9 B; total 19.328e9 B / 2 GPUs x 1.02 = 9.857e9 B = 9.18 GiB per GPU.
+    assert est["weights_gib_per_gpu"] == pytest.approx(9.18, abs=0.01)
+    # Budget 24 x 0.92 = 22.08; reserve 1.0 (eager); free = 22.08 - 9.18 - 1.0 = 11.90 GiB.
+    assert est["free_gib_per_gpu"] == pytest.approx(11.90, abs=0.01)
+    # Seed 002's rule: min(256, floor(11.90 x 12)) = 142.
+    assert service["max_num_seqs"] == 142 and est["concurrency_at_max_len"] > 1
+
+
+def test_seed_000_122b_fp16_on_two_24gb_cards_is_refused_with_the_shortfall():
+    model = {"name": "reasoning", "model": "Qwen/Qwen3.5-122B-A10B", "dtype": "float16", "tensor_parallel_size": 2,
+             "gpus": [2, 3], "max_model_len": 8192}
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan(RTX3090, [model])
+    message = str(info.value)
+    # 122e9 x 2 bytes / 2 GPUs x 1.02 = 124.44e9 B = 115.89 GiB per GPU, + 1.5 reserve against a 21.6 budget.
+    assert "model reasoning (Qwen/Qwen3.5-122B-A10B): does not fit on GPU(s) [2, 3]" in message
+    assert "weights 115.89 GiB" in message and "by 95.79 GiB" in message
+
+
+def test_a_kv_cache_too_small_for_one_sequence_is_refused():
+    # QwQ-32B-AWQ on one 24 GB card: weights 18.35 GiB + 1.5 leave 1.75 GiB, but 32768 tokens x 262144 B = 8 GiB.
+    with pytest.raises(vllm_plan.PlanError, match=r"one 32768-token sequence needs 8\.00 GiB of KV cache"):
+        vllm_plan.plan(RTX3090, [{"name": "qwq", "model": "Qwen/QwQ-32B-AWQ", "gpus": [0], "max_model_len": 32768}])
+
+
+def test_automatic_placement_puts_the_largest_model_first_on_the_smallest_tp_that_fits():
+    models = [{"name": "small", "model": "Qwen/Qwen2.5-7B-Instruct"},
+              {"name": "big", "model": "Qwen/QwQ-32B-AWQ", "max_model_len": 8192}]
+    services = by_name(vllm_plan.plan(RTX3090, models, topo("topo-platform-a.txt")))
+    # QwQ-32B-AWQ does not fit one card at 8192 (1.75 GiB free < 2 GiB for one sequence): TP=2 on GPUs 0-1.
+    assert services["big"]["gpus"] == [0, 1] and services["small"]["gpus"] == [2]
+
+
+def test_tp_groups_prefer_nvlink():
+    # Platform B's printed rows: GPU0-GPU1 NV2, GPU0-GPU3 NV1, GPU0-GPU4 PHB.
+    gpus = [dict(g, compute_capability="7.0") for g in V100]
+    model = {"name": "m", "model": "Qwen/Qwen2.5-14B-Instruct", "dtype": "float16", "tensor_parallel_size": 2}
+    service = vllm_plan.plan(gpus, [model], topo("topo-platform-b-excerpt.txt"))["services"][0]
+    assert service["gpus"] == [0, 1]
+
+
+def test_tp4_over_pcie_for_a_model_that_fits_one_gpu_warns():
+    model = {"name": "nine", "model": "Qwen/Qwen2.5-7B-Instruct", "tensor_parallel_size": 4}
+    result = vllm_plan.plan(RTX3090, [model], topo("topo-platform-a.txt"))
+    assert result["services"][0]["gpus"] == [0, 1, 2, 3]
+    assert any("tensor_parallel_size 4 over PHB (no NVLink) for a model that fits on 1 GPU" in w
+               for w in result["warnings"])
+
+
+def test_kv_heads_fewer_than_tp_are_replicated():
+    # Qwen2.5-7B has 4 KV heads; over TP 8 each GPU keeps 1: 2 x 28 x 1 x 128 x 2 = 14336 bytes per token.
+    gpus = [dict(g, compute_capability="8.6", index=i) for i, g in enumerate(RTX3090 * 2)]
+    service = vllm_plan.plan(gpus, [{"name": "m", "model": "Qwen/Qwen2.5-7B-Instruct", "gpus": list(range(8)),
+                                     "architecture": {"attention_heads": 32}}])["services"][0]
+    assert service["estimates"]["kv_bytes_per_token_per_gpu"] == 14336
+
+
+def test_v100_generation_checks():
+    gpus = V100   # compute capability from the product name: V100 -> 7.0
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan(gpus, [
+            {"name": "bf", "model": "meta-llama/Llama-3.1-8B-Instruct", "dtype": "bfloat16", "gpus": [0]},
+            # Seed 000's platform B table: Llama-3.1-70B INT4 (AWQ) TP=4 - AWQ has no Volta kernels in vLLM.
+            {"name": "reasoning", "model": "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "gpus": [3, 4, 5, 6],
+             "max_model_len": 8192},
+        ])
+    text = str(info.value)
+    assert "model bf (meta-llama/Llama-3.1-8B-Instruct): dtype bfloat16 needs compute capability 8.0+, GPU 0 " \
+           "(Tesla V100-SXM2-32GB) is 7.0: use dtype float16" in text
+    assert "AWQ kernels need compute capability 7.5+ in vLLM, GPU 3 (Tesla V100-SXM2-32GB) is 7.0" in text
+
+
+def test_platform_b_lab_layout_with_gptq_fits():
+    models = [{"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "dtype": "float16", "max_model_len": 8192,
+               "gpus": [0]},
+              {"name": "reasoning", "model": "hugging-quants/Meta-Llama-3.1-70B-Instruct-GPTQ-INT4",
+               "quantization": "gptq", "max_model_len": 8192, "gpus": [1, 2, 3, 4], "tensor_parallel_size": 4}]
+    services = by_name(vllm_plan.plan(V100, models))
+    # 70B: 2 x 80 x 8 x 128 x 2 = 327680 bytes per token; 8 KV heads over TP 4 -> 81920 per GPU.
+    assert services["reasoning"]["estimates"]["kv_bytes_per_token_per_gpu"] == 81920
+    assert services["reasoning"]["quantization"] == "gptq"
+
+
+@pytest.mark.parametrize("util, outcome", [(0.92, None), (0.93, "warn"), (0.96, "fail")])
+def test_utilization_limits_from_seed_001(util, outcome):
+    model = dict(PLATFORM_A[0], gpu_memory_utilization=util)
+    if outcome == "fail":
+        with pytest.raises(vllm_plan.PlanError, match="gpu_memory_utilization 0.96 is above 0.95"):
+            vllm_plan.plan(RTX3090, [model])
+        return
+    warnings = vllm_plan.plan(RTX3090, [model])["warnings"]
+    assert bool([w for w in warnings if "above 0.92" in w]) == (outcome == "warn")
+
+
+def test_two_models_share_a_gpu_only_with_fractions():
+    a = {"name": "a", "model": "Qwen/Qwen2.5-7B-Instruct", "gpus": [0], "max_model_len": 2048}
+    b = {"name": "b", "model": "mistralai/Mistral-7B-Instruct-v0.3", "gpus": [0], "max_model_len": 2048}
+    big = [dict(g, memory_mib=81920, name="NVIDIA H100 80GB HBM3") for g in RTX3090]
+    with pytest.raises(vllm_plan.PlanError, match="GPU 0 is given to model a .*, model b .*; two models share a GPU "
+                                                  "only when each sets gpu_memory_utilization"):
+        vllm_plan.plan(big, [a, b])
+    result = vllm_plan.plan(big, [dict(a, gpu_memory_utilization=0.45), dict(b, gpu_memory_utilization=0.45)])
+    assert [s["gpus"] for s in result["services"]] == [[0], [0]]
+    with pytest.raises(vllm_plan.PlanError, match=r"ask for gpu_memory_utilization 1\.00 in all"):
+        vllm_plan.plan(big, [dict(a, gpu_memory_utilization=0.5), dict(b, gpu_memory_utilization=0.5)])
+
+
+def test_unknown_model_needs_architecture_or_config_json(tmp_path):
+    with pytest.raises(vllm_plan.PlanError, match="is not in the catalog; give architecture"):
+        vllm_plan.plan(RTX3090, [{"name": "x", "model": "someone/unknown-7b"}])
+    config = tmp_path / "config.json"
+    config.write_text('{"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, '
+                      '"num_hidden_layers": 32, "vocab_size": 128256, "intermediate_size": 14336, '
+                      '"max_position_embeddings": 131072}')
+    service = vllm_plan.plan(RTX3090, [{"name": "x", "model": "someone/unknown-8b", "config_json": str(config)}])
+    estimate = service["services"][0]["estimates"]
+    # Llama-3.1-8B's shape: the estimate gives 8.03e9 params, so the same 15.26 GiB of weights.
+    assert estimate["weights_gib_per_gpu"] == pytest.approx(15.26, abs=0.02)
+
+
+def test_bad_input_names_the_model_and_key():
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan(RTX3090, [
+            {"name": "a", "model": "Qwen/Qwen2.5-7B-Instruct", "dtype": "float32", "gpus": [9]},
+            {"name": "a", "model": "Qwen/Qwen2.5-7B-Instruct", "quantization": "int3", "flavour": 1},
+            {"name": "c", "model": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 65536},
+        ])
+    text = str(info.value)
+    for fragment in ("model a (Qwen/Qwen2.5-7B-Instruct): dtype 'float32' is not float16 or bfloat16",
+                     "quantization 'int3' is not one of awq, gptq, fp8", "unknown keys flavour",
+                     "models: name 'a' appears 2 times", "max_model_len 65536 is above the model's 32768 positions"):
+        assert fragment in text
