@@ -384,9 +384,10 @@ class Planner(object):
         smaller = [tp for tp in (1, 2, 4) if tp < len(gpus) and self.valid_tp(model, tp)
                    and self.estimate(model, list(gpus[:tp])).get("fits")]
         if smaller:
-            self.warnings.append("%s: tensor_parallel_size %d over %s (no NVLink) for a model that fits on %d GPU(s): "
+            path = "%s (no NVLink)" % worst if worst != "unknown" else "links the topology does not show"
+            self.warnings.append("%s: tensor_parallel_size %d over %s for a model that fits on %d GPU(s): "
                                  "all-reduce over PCIe costs more than it gains (seed 000's TP=4 run of a 9B model); "
-                                 "use %d GPU(s) and run replicas instead" % (model["label"], len(gpus), worst,
+                                 "use %d GPU(s) and run replicas instead" % (model["label"], len(gpus), path,
                                                                              smaller[0], smaller[0]))
 
     @staticmethod

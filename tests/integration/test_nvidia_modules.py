@@ -62,3 +62,35 @@ def test_vllm_plan_refuses_the_seed_122b_layout_by_name():
     ok = run_module("vllm_plan", {"gpus": gpus, "models": [
         {"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [0], "port": 8001}]})
     assert ok["services"][0]["port"] == 8001 and ok["services"][0]["estimates"]["kv_tokens"] == 39680
+
+
+def test_rendered_compose_is_valid_for_a_real_compose_implementation(tmp_path):
+    """Debian's docker-compose (Compose v1.29, the compose implementation installable here) parses and validates
+    the project the vllm role writes; it needs no Docker engine for `config`."""
+    import shutil
+
+    import yaml
+
+    compose_bin = shutil.which("docker-compose")
+    assert compose_bin, "docker-compose is installed by make setup (APT_PACKAGES)"
+    gpus = [{"index": i, "name": "NVIDIA GeForce RTX 3090", "memory_mib": 24576, "compute_capability": "8.6"}
+            for i in range(4)]
+    models = [{"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [0], "port": 8001},
+              {"name": "balanced", "model": "Qwen/Qwen2.5-14B-Instruct-GPTQ-Int4", "max_model_len": 8192,
+               "gpus": [1], "port": 8002},
+              {"name": "reasoning", "model": "casperhansen/deepseek-r1-distill-qwen-32b-awq", "max_model_len": 8192,
+               "gpus": [2, 3], "port": 8003}]
+    plan = run_module("vllm_plan", {"gpus": gpus, "models": models})
+    env_file = tmp_path / "vllm.env"
+    env_file.write_text("VLLM_API_KEY=test-only\n")
+    rendered = run_module("vllm_render", {"services": plan["services"], "method": "compose", "settings": {
+        "image": "vllm/vllm-openai:v0.11.0", "bind_address": "127.0.0.1", "hf_home": str(tmp_path / "hf"),
+        "cache_dir": str(tmp_path / "cache"), "env_file": str(env_file), "offline": True}})
+    (tmp_path / "docker-compose.yml").write_text(yaml.safe_dump(rendered["compose"]))
+    check = subprocess.run([compose_bin, "config"], cwd=str(tmp_path), text=True, capture_output=True, check=False)
+    assert check.returncode == 0, check.stderr
+    normalised = yaml.safe_load(check.stdout)["services"]
+    assert sorted(normalised) == ["vllm-balanced", "vllm-fast", "vllm-reasoning"]
+    assert all(p.startswith("127.0.0.1:") for s in normalised.values() for p in s["ports"])
+    assert normalised["vllm-reasoning"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["2", "3"]
+    assert normalised["vllm-fast"]["environment"]["VLLM_API_KEY"] == "test-only"   # from the env file only
