@@ -2,6 +2,7 @@
 
 import json
 import os
+import secrets
 import subprocess
 import sys
 
@@ -67,7 +68,8 @@ def labpve(_fakepve_pki):
         import lab_fakepve
     finally:
         sys.path.pop(0)
-    pve = lab_fakepve.lab_pve_class()(user="root@pam", password="secret", host="127.0.0.1", port=0)
+    # A password per test, as the lab generates one per lab (never a fixed default).
+    pve = lab_fakepve.lab_pve_class()(user="root@pam", password=secrets.token_urlsafe(24), host="127.0.0.1", port=0)
     pve.time_scale = 0
     pve.nodes.clear()
     for node in ("pve-a", "pve-b"):
