@@ -21,6 +21,7 @@ import re
 import time
 
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import hostpci as hostpci_utils
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_mapping
 
 
 class VmConfigError(ValueError):
@@ -328,7 +329,7 @@ def hostpci_target(key, value):
         raise VmConfigError("%s: %r names both a host address and mapping=%s; use one (a mapping is what API "
                             "tokens may use)" % (key, value, props["mapping"]))
     if "mapping" in props:
-        if not re.match(r"^[A-Za-z][A-Za-z0-9_-]*$", props["mapping"]):
+        if not pve_mapping.valid_mapping_id(props["mapping"]):
             raise VmConfigError("%s: mapping %r is not a PVE mapping id" % (key, props["mapping"]))
         return "mapping", props["mapping"]
     if "host" not in props:

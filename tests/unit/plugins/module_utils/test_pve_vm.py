@@ -125,6 +125,7 @@ def test_nic_change_keeps_the_generated_mac_and_an_asked_mac_wins():
 @pytest.mark.parametrize("config, current, kwargs, message", [
     ({"hostpci0": "host=0000:41:00,mapping=gpu41"}, {"machine": "q35"}, {}, "names both a host address and mapping"),
     ({"hostpci0": "pcie=1"}, {"machine": "q35"}, {}, "names neither a host address nor mapping"),
+    ({"hostpci0": "mapping=9gpu,pcie=1"}, {"machine": "q35"}, {}, "mapping '9gpu' is not a PVE mapping id"),
     ({"hostpci0": "0000:41:00,pcie=1"}, {}, {}, "pcie=1 needs 'machine: q35'"),
     ({"hostpci0": "0000:41:00,pcie=1", "machine": "pc-i440fx-9.0"}, {}, {}, "pcie=1 needs 'machine: q35'"),
     ({"efidisk0": "local-lvm:1"}, {"bios": "seabios"}, {}, "needs 'bios: ovmf'"),
@@ -144,6 +145,8 @@ def test_validation_names_the_key_and_the_problem(config, current, kwargs, messa
     ({"hostpci0": "0000:41:00,pcie=1"}, {"machine": "q35"}),
     ({"hostpci0": "0000:41:00,pcie=1", "machine": "pc-q35-9.0"}, {"machine": "pc"}),
     ({"hostpci0": "mapping=gpu41,pcie=1", "machine": "q35"}, {}),
+    # The ids pve_pci_mapping accepts (module_utils.pve_mapping), dots included.
+    ({"hostpci0": "mapping=rtx3090.slot41,pcie=1", "machine": "q35"}, {}),
     ({"efidisk0": "local-lvm:1", "bios": "ovmf"}, {}),
 ])
 def test_validation_accepts_good_configs(config, current):
