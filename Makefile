@@ -27,7 +27,7 @@ MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard mol
 # pytest exits 5 when it collects no test: an empty stage is not a failure.
 PYTEST = rc=0; $(PY) -m pytest $(1) || rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected in $(1)"; rc=0; fi; exit $$rc
 
-.PHONY: help setup apt venv link image test test-quick lint sanity units molecule integration \
+.PHONY: help setup apt venv venv-litellm link image test test-quick lint sanity units molecule integration \
 	lab lab-up lab-down docs docs-check build bench clean
 
 help:
@@ -39,7 +39,7 @@ help:
 	@echo "make build       build the collection tarball"
 
 # ---------------------------------------------------------------- setup
-setup: apt venv link image
+setup: apt venv venv-litellm link image
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -54,6 +54,15 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+# LiteLLM in its own venv (tests and bench start the proxy from it).
+LITELLM_VENV := $(ROOT)/.venv-litellm
+venv-litellm: $(LITELLM_VENV)/.installed
+
+$(LITELLM_VENV)/.installed: requirements-litellm.txt
+	test -x $(LITELLM_VENV)/bin/python || python3 -m venv $(LITELLM_VENV)
+	$(LITELLM_VENV)/bin/python -m pip install -q --disable-pip-version-check -r requirements-litellm.txt
 	touch $@
 
 link:
@@ -92,6 +101,7 @@ integration: link image
 
 bench: link
 	$(PY) tools/bench.py
+	$(PY) tools/bench_litellm.py
 
 # ---------------------------------------------------------------- lab
 lab: setup lab-up

@@ -12,7 +12,7 @@ import tarfile
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FORBIDDEN = (".venv/", ".cache/", ".ansible/", "tests/output/", ".git/", "__pycache__/")
+FORBIDDEN = (".venv/", ".venv-litellm/", ".cache/", ".ansible/", "tests/output/", ".git/", "__pycache__/")
 
 
 def main():

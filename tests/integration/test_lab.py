@@ -74,14 +74,14 @@ def test_every_host_holds_its_network_fact(running_lab):
 
 def test_vllm_is_rendered_on_the_gpu_vms_and_not_started(running_lab):
     """No GPU in the lab: vllm plans on recorded nvidia-smi output and writes its files (compose on lab-gpu-a,
-    systemd units on lab-gpu-b), ports on 127.0.0.1 only, and starts nothing."""
+    systemd units on lab-gpu-b), ports on its inference-VLAN address only, and starts nothing."""
     import yaml
 
     compose = podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/llm-inference/docker-compose.yml")
     assert compose.returncode == 0, compose.stderr
     services = yaml.safe_load(compose.stdout)["services"]
-    assert {k: v["ports"] for k, v in services.items()} == {"vllm-fast": ["127.0.0.1:8001:8000"],
-                                                            "vllm-balanced": ["127.0.0.1:8002:8000"]}
+    assert {k: v["ports"] for k, v in services.items()} == {"vllm-fast": ["172.30.20.20:8001:8000"],
+                                                            "vllm-balanced": ["172.30.20.20:8002:8000"]}
     unit = podman("exec", "llmstack-lab-gpu-b", "cat", "/etc/systemd/system/vllm-reasoning.service")
     assert unit.returncode == 0 and 'Environment="CUDA_VISIBLE_DEVICES=1,2,3,4"' in unit.stdout
     mode = podman("exec", "llmstack-lab-gpu-b", "stat", "-c", "%a", "/opt/llm-inference/secrets/api_key")

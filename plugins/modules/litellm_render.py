@@ -1,0 +1,120 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: litellm_render
+short_description: The LiteLLM gateway's config.yaml and compose project, from the inventory
+version_added: 0.1.0
+description:
+  - Builds LiteLLM's C(config.yaml) from the GPU VMs (each VM's inference address and the models the vllm role
+    serves there) - one C(hosted_vllm) deployment per VM and model, several per group when a model runs on several
+    VMs, explicit fallbacks both as C(router_settings.fallbacks) and as lower-priority (C(order)) deployments
+    inside each group, per-group prices and rpm/tpm, router and health-check settings, callbacks.
+  - Builds the compose project (LiteLLM pinned, PostgreSQL, Redis when several gateways share rate-limit state).
+  - Secrets are never rendered. The config refers to them as C(os.environ/NAME); C(env) lists every name.
+  - Bad input fails with one message per problem, each naming the variable. Changes nothing.
+author:
+  - pvegpu.llmstack contributors (@pvegpu)
+options:
+  data:
+    description:
+      - "C(hosts) (inventory name to C({interfaces, models, api_key_enabled, bind_address}) of each GPU VM) with
+        C(vlan), or C(gpu_vms) (list of C({host, address, api_key, models: [{name, port, max_model_len}]})),
+        C(external_models), C(fallbacks), C(context_window_fallbacks), C(model_settings) (group to prices and
+        C(rpm)/C(tpm)), C(router), C(clients) (checked only), C(redis), C(health_checks), C(prometheus),
+        C(metrics_require_auth), C(langfuse), C(in_group_fallbacks)."
+    type: dict
+    required: true
+  compose:
+    description:
+      - "Compose settings: C(image), C(postgres_image), C(redis_image), C(dir), C(bind_address), C(port),
+        C(workers), C(log_level), C(env), C(primary), C(redis), C(shared_address), C(restart)."
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: all
+"""
+
+EXAMPLES = r"""
+- name: Render the gateway
+  pvegpu.llmstack.litellm_render:
+    data:
+      gpu_vms:
+        - {host: gpu-3090, address: 192.168.20.20, models: [{name: fast, port: 8001, max_model_len: 4096}]}
+      fallbacks: {}
+      model_settings: {fast: {input_cost_per_token: 0.0000001, output_cost_per_token: 0.0000002}}
+    compose:
+      image: ghcr.io/berriai/litellm:main-v1.108.7
+      postgres_image: docker.io/library/postgres:17.6-bookworm
+      redis_image: docker.io/library/redis:7.4.5-bookworm
+      dir: /opt/llm-gateway
+  register: rendered
+"""
+
+RETURN = r"""
+config:
+  description: LiteLLM's config.yaml as a dict.
+  returned: success
+  type: dict
+compose:
+  description: The compose project.
+  returned: success
+  type: dict
+env:
+  description: Environment variable name to what it holds (the secrets file must define each).
+  returned: success
+  type: dict
+vllm_key_hosts:
+  description: The GPU VMs whose vLLM API key the gateway needs (as C(VLLM_API_KEY_<HOST>)).
+  returned: success
+  type: list
+  elements: str
+groups:
+  description: The model groups clients can call.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            data=dict(type="dict", required=True),
+            compose=dict(type="dict", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        built = litellm_config.build(module.params["data"])
+        project = litellm_config.compose(module.params["compose"])
+    except litellm_config.LitellmConfigError as exc:
+        module.fail_json(msg="litellm: %d problem(s): %s" % (len(exc.errors), "; ".join(exc.errors)),
+                         problems=exc.errors)
+    except KeyError as exc:
+        module.fail_json(msg="litellm_render: missing setting %s" % exc)
+    module.exit_json(changed=False, config=built["config"], env=built["env"], groups=built["groups"],
+                     vllm_key_hosts=built["vllm_key_hosts"], compose=project)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""litellm_config (the gateway's config.yaml and compose project) and litellm_keys (key reconciliation)."""
+
+import json
+
+import pytest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config, litellm_keys
+
+PRICE = {"input_cost_per_token": 1e-7, "output_cost_per_token": 2e-7}
+
+
+def hosts():
+    return {
+        "gpu-a": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.20"},
+                                 {"vlan": "inference", "address": "10.0.20.20"}],
+                  "models": [{"name": "fast", "port": 8001, "max_model_len": 4096},
+                             {"name": "balanced", "port": 8002, "max_model_len": 8192}]},
+        "gpu-b": {"interfaces": [{"vlan": "inference", "address": "10.0.20.21"}],
+                  "models": [{"name": "fast", "port": 8001}, {"name": "reasoning", "port": 8003}]},
+    }
+
+
+def data(**extra):
+    base = {"hosts": hosts(), "vlan": "inference", "fallbacks": {"reasoning": ["balanced", "fast"]},
+            "model_settings": {"fast": PRICE, "balanced": PRICE, "reasoning": PRICE}}
+    base.update(extra)
+    return base
+
+
+def test_one_deployment_per_vm_and_model_with_fallbacks_inside_the_group():
+    built = litellm_config.build(data())
+    entries = [(e["model_name"], e["litellm_params"]["api_base"], e["litellm_params"]["order"])
+               for e in built["config"]["model_list"]]
+    assert entries == [
+        ("fast", "http://10.0.20.20:8001/v1", 1), ("fast", "http://10.0.20.21:8001/v1", 1),
+        ("balanced", "http://10.0.20.20:8002/v1", 1),
+        ("reasoning", "http://10.0.20.21:8003/v1", 1), ("reasoning", "http://10.0.20.20:8002/v1", 2),
+        ("reasoning", "http://10.0.20.20:8001/v1", 3), ("reasoning", "http://10.0.20.21:8001/v1", 3)]
+    assert built["groups"] == ["balanced", "fast", "reasoning"]
+    assert built["vllm_key_hosts"] == ["gpu-a", "gpu-b"]
+    assert built["config"]["router_settings"]["fallbacks"] == [{"reasoning": ["balanced", "fast"]}]
+    assert "sk-" not in json.dumps(built["config"])
+
+
+def test_without_in_group_fallbacks_each_group_has_only_its_own_deployments():
+    built = litellm_config.build(data(in_group_fallbacks=False))
+    assert [e["model_name"] for e in built["config"]["model_list"]] == ["fast", "fast", "balanced", "reasoning"]
+
+
+def test_prices_limits_and_context_length_go_on_every_deployment_of_the_group():
+    built = litellm_config.build(data(model_settings={"fast": dict(PRICE, rpm=600, tpm=100000), "balanced": PRICE,
+                                                      "reasoning": {"input_cost_per_second": 0.001}}))
+    fast = built["config"]["model_list"][0]
+    assert fast["litellm_params"]["rpm"] == 600 and fast["litellm_params"]["tpm"] == 100000
+    assert fast["model_info"]["max_input_tokens"] == 4096 and fast["model_info"]["input_cost_per_token"] == 1e-7
+    reasoning = [e for e in built["config"]["model_list"] if e["model_name"] == "reasoning"]
+    assert reasoning[0]["model_info"]["input_cost_per_second"] == 0.001
+    # a fallback deployment costs what the model that answers costs
+    assert reasoning[1]["model_info"]["input_cost_per_token"] == 1e-7
+
+
+def test_external_model_as_last_fallback_takes_its_key_from_the_environment():
+    built = litellm_config.build(data(external_models=[{"name": "claude", "model": "anthropic/claude-sonnet-4-5"}],
+                                      fallbacks={"reasoning": ["fast", "claude"]}))
+    last = [e for e in built["config"]["model_list"] if e["model_name"] == "reasoning"][-1]
+    assert last["litellm_params"] == {"model": "anthropic/claude-sonnet-4-5", "order": 3,
+                                      "api_key": "os.environ/LITELLM_EXTERNAL_API_KEY_CLAUDE"}
+    assert "LITELLM_EXTERNAL_API_KEY_CLAUDE" in built["env"]
+
+
+def test_every_problem_is_reported_with_its_variable():
+    bad = data(fallbacks={"reasoning": ["reasoning", "gpt-5"]}, model_settings={"fast": {"input_cost_per_token": -1,
+                                                                                         "foo": 1}},
+               router={"routing_strategy": "round-robin", "num_retries": -1},
+               clients=[{"alias": "a", "models": ["fast", "nope"], "max_budget": 5, "budget_duration": "1 month"},
+                        {"alias": "a", "models": []}])
+    with pytest.raises(litellm_config.LitellmConfigError) as info:
+        litellm_config.build(bad)
+    errors = "\n".join(info.value.errors)
+    for fragment in ("litellm_fallbacks.reasoning falls back to itself",
+                     "litellm_fallbacks.reasoning: fallback gpt-5 is not a model group",
+                     "litellm_model_settings.fast.input_cost_per_token must be a number >= 0",
+                     "litellm_model_settings.fast: unknown key foo",
+                     "litellm_routing_strategy: 'round-robin' is not one of",
+                     "litellm_num_retries must be an integer >= 0",
+                     "litellm_clients[0] (a): model nope is not a model group",
+                     "budget_duration '1 month' is not a LiteLLM duration",
+                     "litellm_clients[1]: alias a is used twice",
+                     "models must list the groups"):
+        assert fragment in errors, fragment
+
+
+def test_a_budget_on_an_unpriced_model_is_refused():
+    with pytest.raises(litellm_config.LitellmConfigError) as info:
+        litellm_config.build(data(model_settings={}, clients=[{"alias": "web", "models": ["fast"], "max_budget": 10}]))
+    assert "has max_budget 10 but fast has no price" in info.value.errors[0]
+
+
+def test_a_vm_bound_to_localhost_or_without_inference_address_is_refused():
+    vms = hosts()
+    vms["gpu-a"]["bind_address"] = "127.0.0.1"
+    del vms["gpu-b"]["interfaces"]
+    with pytest.raises(litellm_config.LitellmConfigError) as info:
+        litellm_config.build(data(hosts=vms))
+    errors = "\n".join(info.value.errors)
+    assert "vllm_bind_address of gpu-a is 127.0.0.1, but the gateway reaches vLLM on 10.0.20.20" in errors
+    assert "gpu_vms host gpu-b serves fast, reasoning but has no address on the inference VLAN" in errors
+
+
+@pytest.mark.parametrize("value,ok", [("30d", True), ("1mo", True), ("monthly", True), ("24h", True),
+                                      ("month", False), ("0d", False), ("30 d", False), (30, False)])
+def test_budget_durations(value, ok):
+    assert litellm_config.valid_duration(value) is ok
+
+
+def test_compose_single_gateway_keeps_secrets_in_files_and_ports_on_the_bind_address():
+    project = litellm_config.compose({"image": "ghcr.io/berriai/litellm:main-v1.108.7", "postgres_image": "pg:17",
+                                      "redis_image": "redis:7", "dir": "/opt/llm-gateway", "workers": 2})
+    assert set(project["services"]) == {"postgres", "litellm"}
+    litellm = project["services"]["litellm"]
+    assert litellm["ports"] == ["127.0.0.1:4000:4000"] and "--num_workers" in litellm["command"]
+    assert litellm["env_file"] == ["/opt/llm-gateway/secrets/litellm.env"]
+    assert litellm["environment"]["PRISMA_OFFLINE_MODE"] == "true"
+    assert "ports" not in project["services"]["postgres"]
+    assert litellm["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+
+
+def test_compose_several_gateways_share_postgres_and_redis_on_the_first():
+    settings = {"image": "l:1", "postgres_image": "pg:17", "redis_image": "redis:7", "dir": "/opt/gw",
+                "redis": True, "shared_address": "10.0.10.12"}
+    first = litellm_config.compose(dict(settings, primary=True))
+    assert first["services"]["postgres"]["ports"] == ["10.0.10.12:5432:5432"]
+    assert first["services"]["redis"]["ports"] == ["10.0.10.12:6379:6379"]
+    other = litellm_config.compose(dict(settings, primary=False))
+    assert set(other["services"]) == {"litellm"} and "depends_on" not in other["services"]["litellm"]
+
+
+# ---------------------------------------------------------------- litellm_keys
+
+STORED = {"token": "abc", "key_alias": "web", "models": ["fast"], "max_budget": 10.0, "budget_duration": "30d",
+          "tpm_limit": 50000, "rpm_limit": 100, "max_parallel_requests": 10, "metadata": {"team": "web", "x": 1}}
+
+
+def test_plan_create_update_delete_none():
+    wanted = {"models": ["fast"], "max_budget": 10, "rpm_limit": 100, "metadata": {"team": "web"}}
+    assert litellm_keys.plan(None, wanted, "present")[0] == "create"
+    assert litellm_keys.plan(STORED, wanted, "present") == ("none", {})
+    assert litellm_keys.plan(STORED, dict(wanted, rpm_limit=120), "present") == ("update", {"rpm_limit": (100, 120)})
+    assert litellm_keys.plan(STORED, dict(wanted, models=["fast", "balanced"]), "present")[0] == "update"
+    assert litellm_keys.plan(STORED, {}, "absent") == ("delete", {})
+    assert litellm_keys.plan(None, {}, "absent") == ("none", {})
+
+
+def test_api_errors_carry_litellms_message():
+    api = litellm_keys.KeyApi(lambda m, p, b: (401, '{"error": {"message": "Authentication Error, bad token"}}'))
+    with pytest.raises(litellm_keys.LitellmApiError) as info:
+        api.find("web")
+    assert "GET /key/list answered 401: Authentication Error, bad token" in str(info.value)
+    assert litellm_keys.error_message('{"detail": "Not Found"}') == "Not Found"
+
+
+def test_two_keys_with_one_alias_is_an_error():
+    body = json.dumps({"keys": [dict(STORED), dict(STORED, token="def")]})
+    api = litellm_keys.KeyApi(lambda m, p, b: (200, body))
+    with pytest.raises(litellm_keys.LitellmApiError):
+        api.find("web")

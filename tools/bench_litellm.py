@@ -1,0 +1,128 @@
+"""Gateway overhead: time to first token and inter-chunk gaps, direct to an upstream vs through LiteLLM.
+
+The upstream is tools/fake_vllm.py (a stand-in for vLLM, which cannot run here: 8 chunks 20 ms apart); LiteLLM is
+the pinned PyPI version from .venv-litellm, with the config the role renders for one group of one deployment. Two
+LiteLLM settings are measured: LiteLLM's defaults (1 worker, default logging) and the role's (litellm_workers,
+LITELLM_LOG=ERROR, the prometheus callback on). 1, 8 and 32 concurrent streams; results to bench/results/.
+Everything (client, proxy, upstream) shares this machine's cores, so read the numbers as relative.
+"""
+
+import http.client
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import llm_load  # noqa: E402
+
+LITELLM = os.path.join(ROOT, ".venv-litellm", "bin", "litellm")
+STREAMS = (1, 8, 32)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait(port, path, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", path)
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError("nothing answered on port %d" % port)
+
+
+def config(upstream_port, prometheus):
+    sys.path.insert(0, ROOT)
+    from plugins.module_utils import litellm_config  # noqa: E402 (plain Python, importable from the checkout)
+
+    built = litellm_config.build({"gpu_vms": [{"host": "bench", "address": "127.0.0.1", "api_key": True,
+                                               "models": [{"name": "fast", "port": upstream_port}]}],
+                                  "prometheus": prometheus, "router": {"num_retries": 2, "timeout": 600}})
+    return built["config"]
+
+
+def run_proxy(cfg, workers, log_level, env):
+    import yaml
+
+    path = os.path.join(ROOT, ".cache", "bench-litellm.yaml")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        yaml.safe_dump(cfg, handle)
+    port = free_port()
+    args = [LITELLM, "--config", path, "--host", "127.0.0.1", "--port", str(port)]
+    if workers:
+        args += ["--num_workers", str(workers)]
+    proc_env = dict(env, LITELLM_LOCAL_MODEL_COST_MAP="True")
+    if log_level:
+        proc_env["LITELLM_LOG"] = log_level
+    proc = subprocess.Popen(args, env=proc_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait(port, "/health/liveliness")
+    return proc, port
+
+
+def measure(url, key, streams):
+    llm_load.run_load(url, key, "fast", streams, requests_per_stream=1)  # warm-up
+    return llm_load.summarise(llm_load.run_load(url, key, "fast", streams, requests_per_stream=max(3, 96 // streams)))
+
+
+def main():
+    if not os.path.exists(LITELLM):
+        print("bench_litellm: %s missing (make setup)" % LITELLM)
+        return 1
+    version = subprocess.run([os.path.join(ROOT, ".venv-litellm", "bin", "python"), "-c",
+                              "import importlib.metadata as m; print(m.version('litellm'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    upstream_port = free_port()
+    upstream = subprocess.Popen([sys.executable, os.path.join(ROOT, "tools", "fake_vllm.py"), "--port",
+                                 str(upstream_port), "--served-model", "fast", "--name", "bench", "--api-key", "k",
+                                 "--cadence-ms", "20"])
+    wait(upstream_port, "/health")
+    env = dict(os.environ, VLLM_API_KEY_BENCH="k", LITELLM_MASTER_KEY="sk-bench-" + os.urandom(8).hex())
+    direct = dict((n, measure("http://127.0.0.1:%d" % upstream_port, "k", n)) for n in STREAMS)
+    results = {"litellm_version": version, "cpus": os.cpu_count(), "machine": platform.platform(),
+               "upstream": "tools/fake_vllm.py, 8 chunks 20 ms apart", "direct": direct, "settings": {}}
+    for label, workers, log_level, prometheus in (("litellm defaults (1 worker)", None, None, False),
+                                                  ("role defaults (2 workers, ERROR, prometheus)", 2, "ERROR", True)):
+        proc, port = run_proxy(config(upstream_port, prometheus), workers, log_level, env)
+        try:
+            rows = {}
+            for n in STREAMS:
+                proxied = measure("http://127.0.0.1:%d" % port, env["LITELLM_MASTER_KEY"], n)
+                rows[n] = {"proxied": proxied,
+                           "added_ttft_p50_ms": round(proxied["ttft_p50_ms"] - direct[n]["ttft_p50_ms"], 1),
+                           "added_ttft_p99_ms": round(proxied["ttft_p99_ms"] - direct[n]["ttft_p99_ms"], 1),
+                           "gap_p99_ms": proxied["gap_p99_ms"]}
+            results["settings"][label] = rows
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    upstream.terminate()
+    out = os.path.join(ROOT, "bench", "results", "litellm-overhead.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as handle:
+        json.dump(results, handle, indent=2, sort_keys=True)
+    print("LiteLLM %s overhead (added TTFT p50/p99 ms, gap p99 ms) on %d CPUs" % (version, os.cpu_count()))
+    for label, rows in results["settings"].items():
+        for n, row in rows.items():
+            print("  %-46s %2d streams: +%6.1f / +%6.1f   gap p99 %6.1f  errors %d"
+                  % (label, n, row["added_ttft_p50_ms"], row["added_ttft_p99_ms"], row["gap_p99_ms"] or 0,
+                     row["proxied"]["errors"]))
+    print("written to %s" % out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
