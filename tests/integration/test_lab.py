@@ -88,6 +88,25 @@ def test_vllm_is_rendered_on_the_gpu_vms_and_not_started(running_lab):
     assert mode.stdout.strip() == "600"
 
 
+def test_the_gateway_routes_to_the_gpu_vms_with_their_keys_and_starts_nothing(running_lab):
+    """litellm on lab-gateway: config.yaml names each GPU VM's inference address and port, the secrets file
+    holds the vLLM key the vllm role generated on that VM, and no secret is in config.yaml."""
+    import yaml
+
+    config_text = podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/config.yaml").stdout
+    config = yaml.safe_load(config_text)
+    own = sorted((d["model_name"], d["litellm_params"]["api_base"]) for d in config["model_list"]
+                 if d["litellm_params"]["order"] == 1)
+    assert own == [("balanced", "http://172.30.20.20:8002/v1"), ("fast", "http://172.30.20.20:8001/v1"),
+                   ("fast", "http://172.30.20.21:8001/v1"), ("reasoning", "http://172.30.20.21:8003/v1")]
+    key_b = podman("exec", "llmstack-lab-gpu-b", "cat", "/opt/llm-inference/secrets/api_key").stdout.strip()
+    env = podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/secrets/litellm.env").stdout
+    assert key_b and ("VLLM_API_KEY_LAB_GPU_B=%s" % key_b) in env.splitlines()
+    assert key_b not in config_text and "sk-" not in config_text
+    mode = podman("exec", "llmstack-lab-gateway", "stat", "-c", "%a", "/opt/llm-gateway/secrets/litellm.env")
+    assert mode.stdout.strip() == "600"
+
+
 def lab_api():
     from proxmoxer import ProxmoxAPI
 
