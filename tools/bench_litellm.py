@@ -2,8 +2,8 @@
 
 The upstream is tools/fake_vllm.py (a stand-in for vLLM, which cannot run here: 8 chunks 20 ms apart); LiteLLM is
 the pinned PyPI version from .venv-litellm, with the config the role renders for one group of one deployment. Two
-LiteLLM settings are measured: LiteLLM's defaults (1 worker, default logging) and the role's (litellm_workers,
-LITELLM_LOG=ERROR, the prometheus callback on). 1, 8 and 32 concurrent streams; results to bench/results/.
+LiteLLM settings are measured: LiteLLM's defaults (1 worker, default logging) and the role's (litellm_workers =
+CPUs + 1, LITELLM_LOG=ERROR, the prometheus callback on). 1, 8 and 32 concurrent streams; results to bench/results/.
 Everything (client, proxy, upstream) shares this machine's cores, so read the numbers as relative.
 """
 
@@ -74,7 +74,7 @@ def run_proxy(cfg, workers, log_level, env):
 
 
 def measure(url, key, streams):
-    llm_load.run_load(url, key, "fast", streams, requests_per_stream=1)  # warm-up
+    llm_load.run_load(url, key, "fast", max(streams, 8), requests_per_stream=2)  # warm-up (every worker)
     return llm_load.summarise(llm_load.run_load(url, key, "fast", streams, requests_per_stream=max(3, 96 // streams)))
 
 
@@ -94,8 +94,11 @@ def main():
     direct = dict((n, measure("http://127.0.0.1:%d" % upstream_port, "k", n)) for n in STREAMS)
     results = {"litellm_version": version, "cpus": os.cpu_count(), "machine": platform.platform(),
                "upstream": "tools/fake_vllm.py, 8 chunks 20 ms apart", "direct": direct, "settings": {}}
-    for label, workers, log_level, prometheus in (("litellm defaults (1 worker)", None, None, False),
-                                                  ("role defaults (2 workers, ERROR, prometheus)", 2, "ERROR", True)):
+    role_workers = (os.cpu_count() or 3) + 1
+    for label, workers, log_level, prometheus in (
+            ("litellm defaults (1 worker)", None, None, False),
+            ("role defaults (%d workers, ERROR, prometheus)" % role_workers, role_workers, "ERROR", True),
+            ("role, litellm_prometheus false", role_workers, "ERROR", False)):
         proc, port = run_proxy(config(upstream_port, prometheus), workers, log_level, env)
         try:
             rows = {}

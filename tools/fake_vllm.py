@@ -131,6 +131,19 @@ def make_handler(state):
     return Handler
 
 
+class QuietServer(ThreadingHTTPServer):
+    """Clients that hang up mid-stream (killed proxies, benchmarks ending) are not errors of the double."""
+
+    daemon_threads = True
+    request_queue_size = 256
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            ThreadingHTTPServer.handle_error(self, request, client_address)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
@@ -141,9 +154,7 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--cadence-ms", type=float, default=20.0)
     args = parser.parse_args(argv)
-    ThreadingHTTPServer.daemon_threads = True
-    ThreadingHTTPServer.request_queue_size = 256
-    server = ThreadingHTTPServer((args.host, args.port), make_handler(State(args)))
+    server = QuietServer((args.host, args.port), make_handler(State(args)))
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever(poll_interval=0.2)
 
