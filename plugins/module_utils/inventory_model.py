@@ -79,7 +79,7 @@ GPU_BY_TYPE_KEYS = ("vendor_device", "count")
 MODEL_REQUIRED_KEYS = ("name", "model", "port")
 CLIENT_KEYS = (
     "alias", "models", "max_budget", "budget_duration", "max_parallel_requests", "tpm_limit", "rpm_limit",
-    "metadata", "team", "user_id",
+    "metadata", "key_path", "replace_lost_key",
 )
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
@@ -88,7 +88,7 @@ _SLOT = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?
                    r"(?:\.(?P<fn>[0-7]))?$")
 _VENDOR_DEVICE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{4}$")
 _SERVED_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
-_DURATION = re.compile(r"^[1-9][0-9]*(s|m|h|d|mo)$")
+_DURATION = re.compile(r"^([1-9][0-9]*(s|m|h|d|w|mo)|hourly|daily|weekly|monthly)$")
 _TOKEN_ID = re.compile(r"^[^@!\s]+@[^@!\s]+![A-Za-z][A-Za-z0-9._-]*$")
 PVE_VMID_MIN, PVE_VMID_MAX = 100, 999999999
 MAX_HOSTPCI = 16

@@ -276,6 +276,23 @@ def test_a_bad_fallback_and_an_unpriced_budget_are_refused_before_anything_is_wr
     assert not (tmp_path / "llm-gateway").exists()
 
 
+def test_a_master_key_from_the_vault_is_used_and_a_weak_one_refused(tmp_path):
+    master = "sk-" + os.urandom(16).hex()
+    inventory = write_inventory(tmp_path, {"fast": 18001, "balanced": 18002, "reasoning": 18003}, 1,
+                                litellm_master_key=master, litellm_manage_keys=False)
+    run_gateway(inventory)
+    assert (tmp_path / "llm-gateway" / "secrets" / "master_key").read_text().strip() == master
+    env = (tmp_path / "llm-gateway" / "secrets" / "litellm.env").read_text()
+    assert ("LITELLM_MASTER_KEY=%s" % master) in env.splitlines()
+    salt = (tmp_path / "llm-gateway" / "secrets" / "salt_key").read_text().strip()
+    assert salt.startswith("sk-") and salt != master
+    weak = write_inventory(tmp_path / "weak", {"fast": 18001, "balanced": 18002, "reasoning": 18003}, 1,
+                           litellm_master_key="changeme-please", litellm_manage_keys=False)
+    rc, out, err = playbook("playbooks/gateway.yml", "-i", weak, "--skip-tags", "tls_proxy,inventory_check")
+    assert rc != 0 and "must start with sk-" in out and "changeme-please" not in out
+    assert not (tmp_path / "weak" / "llm-gateway").exists()
+
+
 # ------------------------------------------------------------------ the real LiteLLM proxy
 
 
