@@ -65,7 +65,7 @@ def test_unimplemented_role_fails_clearly(tmp_path):
     inventory.write_text(
         "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: auto_silent\n"
         "  children:\n    llm_gateways:\n      hosts:\n        here: {}\n")
-    rc, out, err = playbook("playbooks/gateway.yml", "-i", str(inventory), "--tags", "litellm", "-e",
+    rc, out, err = playbook("playbooks/gateway.yml", "-i", str(inventory), "--tags", "tls_proxy", "-e",
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
-    assert "pvegpu.llmstack.litellm is not implemented yet (issue #7); nothing was changed" in out, out
+    assert "pvegpu.llmstack.tls_proxy is not implemented yet (issue #8); nothing was changed" in out, out
