@@ -13,7 +13,8 @@ litellm/proxy/_types.py GenerateKeyResponse; docs.litellm.ai "Virtual Keys"):
   "current_page", "total_pages"} (without return_full_object: the hashes only);
 - ``POST /key/update`` {key: <key or hash>, fields...} -> 200 the updated object (a merge patch); unknown -> 404;
 - ``POST /key/delete`` {"keys": [...]} or {"key_aliases": [...]} -> {"deleted_keys": [...]}; none found -> 404;
-- ``GET /key/info?key=K`` -> {"key": K, "info": {...}}.
+- ``GET /key/info?key=K`` -> {"key": K, "info": {...}};
+- ``GET /health/liveliness`` -> 200 without a key (the role probes it in check mode).
 Stored keys hold the hash only, as LiteLLM does. ``GET /_calls`` (not LiteLLM's) lists the calls it got,
 so tests can assert that check mode changed nothing.
 
@@ -66,6 +67,9 @@ def make_handler(master_key, store, calls, lock):
             if url.path == "/_calls":
                 with lock:
                     self._send(200, list(calls))
+                return
+            if url.path == "/health/liveliness":  # LiteLLM answers this without a key
+                self._send(200, "I'm alive!")
                 return
             with lock:
                 calls.append(["GET", url.path, query])
