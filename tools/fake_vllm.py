@@ -113,7 +113,7 @@ def make_handler(state):
             try:
                 self._chunk(json.dumps(dict(base, choices=[
                     {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}])).encode())
-                for _ in range(tokens):
+                for _token in range(tokens):
                     time.sleep(args.cadence_ms / 1000.0)
                     self._chunk(json.dumps(dict(base, choices=[
                         {"index": 0, "delta": {"content": args.name + " "}, "finish_reason": None}])).encode())

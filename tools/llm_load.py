@@ -95,7 +95,7 @@ def run_load(url, key, model, streams, seconds=None, requests_per_stream=None, s
             if on_result is not None:
                 on_result(result)
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(streams)]
+    threads = [threading.Thread(target=worker, daemon=True) for _stream in range(streams)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -189,7 +189,7 @@ def test_config_routes_every_group_to_its_vms_with_in_group_fallbacks_and_no_sec
     ]
     assert {d["litellm_params"]["api_key"] for d in config["model_list"]} == {
         "os.environ/VLLM_API_KEY_GPU_A", "os.environ/VLLM_API_KEY_GPU_B"}
-    assert sorted(config["router_settings"]["fallbacks"], key=lambda d: list(d)) == [
+    assert sorted(config["router_settings"]["fallbacks"], key=str) == [
         {"balanced": ["fast"]}, {"reasoning": ["balanced", "fast"]}]
     assert config["general_settings"]["master_key"] == "os.environ/LITELLM_MASTER_KEY"
     assert "sk-" not in text and "vllm-key-" not in text and "database_url" not in text
@@ -353,7 +353,7 @@ def test_requests_reach_the_upstream_of_their_group_with_its_vllm_key(proxy):
     assert status == 200 and upstream_of(body) == "b-reasoning"
     status, body = chat(proxy, "balanced")
     assert status == 200 and upstream_of(body) == "a-balanced"
-    seen = {upstream_of(chat(proxy, "fast")[1]) for _ in range(16)}
+    seen = {upstream_of(chat(proxy, "fast")[1]) for _request in range(16)}
     assert seen == {"a-fast", "b-fast"}  # two deployments of one group: both serve
 
 
@@ -370,7 +370,7 @@ def test_an_unknown_model_and_a_wrong_key_are_refused_and_the_master_key_is_acce
     assert status == 400 and "Invalid model name" in body
     status, body = chat(proxy, "fast", key="sk-" + os.urandom(16).hex())  # well-formed, but not the master key
     assert status in (400, 401) and "choices" not in body
-    status, _ = chat(proxy, "fast")
+    status, _body = chat(proxy, "fast")
     assert status == 200
 
 
@@ -393,7 +393,7 @@ def steady_load(proxy, model, seconds, streams=6):
             with lock:
                 results.append((offset, status, upstream_of(body) if status == 200 else body[:300]))
 
-    threads = [threading.Thread(target=worker) for _ in range(streams)]
+    threads = [threading.Thread(target=worker) for _thread in range(streams)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -429,7 +429,7 @@ def test_failover_without_client_errors_and_traffic_returns_after_the_cooldown(p
     upstreams["a-fast"].start()
     time.sleep(6)  # litellm_cooldown_time: 5
     before = upstreams["a-fast"].completions()
-    seen = {upstream_of(chat(proxy, "fast")[1]) for _ in range(20)}
+    seen = {upstream_of(chat(proxy, "fast")[1]) for _request in range(20)}
     assert "a-fast" in seen and upstreams["a-fast"].completions() > before
 
 
@@ -474,11 +474,13 @@ def test_litellm_key_create_noop_update_delete_check_and_errors(tmp_path):
         again = key_module(port, master, **spec)
         assert not again["changed"] and again["operation"] == "none"
         posts = len([c for c in calls if c[0] == "POST"])
-        predicted = key_module(port, master, check=True, **dict(spec, rpm_limit=200))
+        spec_200 = dict(spec)
+        spec_200["rpm_limit"] = 200
+        predicted = key_module(port, master, check=True, **spec_200)
         assert predicted["changed"] and predicted["changes"] == {"rpm_limit": [100, 200]}
         assert predicted["diff"]["after"]["rpm_limit"] == 200
         assert len([c for c in calls if c[0] == "POST"]) == posts  # check mode called no changing endpoint
-        updated = key_module(port, master, **dict(spec, rpm_limit=200))
+        updated = key_module(port, master, **spec_200)
         assert updated["operation"] == "update" and list(store.values())[0]["rpm_limit"] == 200
         assert calls[-1][1] == "/key/update" and set(calls[-1][2]) == {"key", "rpm_limit"}
         assert read(key_path) == key  # an update keeps the key
