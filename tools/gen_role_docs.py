@@ -25,6 +25,7 @@ _MARKUP = [
     (re.compile(r"U\(([^)]*)\)"), r"<\1>"),
     (re.compile(r"V\(([^)]*)\)"), r"`\1`"),
     (re.compile(r"O\(([^)]*)\)"), r"`\1`"),
+    (re.compile(r"M\(([^)]*)\)"), r"`\1`"),
 ]
 
 
