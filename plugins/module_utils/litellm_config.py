@@ -349,7 +349,11 @@ def build(data):
     config = {"model_list": entries, "router_settings": router_settings, "litellm_settings": litellm_settings,
               "general_settings": general}
     api_keys = [vm["host"] for vm in data.get("gpu_vms") or [] if vm.get("models") and vm.get("api_key", True)]
-    return {"config": config, "env": env, "groups": groups, "vllm_key_hosts": api_keys}
+    # The environment variable each secret goes to, so the role's env file uses the names config.yaml refers to.
+    key_env = {"vllm": dict((host, env_name("VLLM_API_KEY", host)) for host in api_keys),
+               "external": dict((ext["name"], env_name("LITELLM_EXTERNAL_API_KEY", ext["name"]))
+                                for ext in data.get("external_models") or [] if ext.get("api_key", True))}
+    return {"config": config, "env": env, "groups": groups, "vllm_key_hosts": api_keys, "key_env": key_env}
 
 
 def compose(settings):

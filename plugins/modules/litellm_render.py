@@ -27,9 +27,10 @@ options:
     description:
       - "C(hosts) (inventory name to C({interfaces, models, api_key_enabled, bind_address}) of each GPU VM) with
         C(vlan), or C(gpu_vms) (list of C({host, address, api_key, models: [{name, port, max_model_len}]})),
-        C(external_models), C(fallbacks), C(context_window_fallbacks), C(model_settings) (group to prices and
-        C(rpm)/C(tpm)), C(router), C(clients) (checked only), C(redis), C(health_checks), C(prometheus),
-        C(metrics_require_auth), C(langfuse), C(in_group_fallbacks)."
+        C(external_models) (C(api_key) true when a key is given; its value never passes here), C(fallbacks),
+        C(context_window_fallbacks), C(model_settings) (group to prices and C(rpm)/C(tpm)), C(router),
+        C(clients) (checked only), C(redis), C(health_checks), C(prometheus), C(metrics_require_auth),
+        C(langfuse), C(in_group_fallbacks)."
     type: dict
     required: true
   compose:
@@ -85,6 +86,10 @@ vllm_key_hosts:
   returned: success
   type: list
   elements: str
+key_env:
+  description: "C({vllm: {host: NAME}, external: {model name: NAME}}): the environment variable each API key goes to."
+  returned: success
+  type: dict
 groups:
   description: The model groups clients can call.
   returned: success
@@ -113,7 +118,7 @@ def main():
     except KeyError as exc:
         module.fail_json(msg="litellm_render: missing setting %s" % exc)
     module.exit_json(changed=False, config=built["config"], env=built["env"], groups=built["groups"],
-                     vllm_key_hosts=built["vllm_key_hosts"], compose=project)
+                     vllm_key_hosts=built["vllm_key_hosts"], key_env=built["key_env"], compose=project)
 
 
 if __name__ == "__main__":

@@ -278,12 +278,19 @@ def test_a_bad_fallback_and_an_unpriced_budget_are_refused_before_anything_is_wr
 
 def test_a_master_key_from_the_vault_is_used_and_a_weak_one_refused(tmp_path):
     master = "sk-" + os.urandom(16).hex()
+    external_key = "ext-" + os.urandom(16).hex()
     inventory = write_inventory(tmp_path, {"fast": 18001, "balanced": 18002, "reasoning": 18003}, 1,
-                                litellm_master_key=master, litellm_manage_keys=False)
+                                litellm_master_key=master, litellm_manage_keys=False,
+                                litellm_external_models=[{"name": "claude", "model": "anthropic/claude-sonnet-4-5",
+                                                          "api_key": external_key}],
+                                litellm_fallbacks={"reasoning": ["fast", "claude"]})
     run_gateway(inventory)
+    config_text = (tmp_path / "llm-gateway" / "config.yaml").read_text()
+    assert external_key not in config_text and "os.environ/LITELLM_EXTERNAL_API_KEY_CLAUDE" in config_text
     assert (tmp_path / "llm-gateway" / "secrets" / "master_key").read_text().strip() == master
     env = (tmp_path / "llm-gateway" / "secrets" / "litellm.env").read_text()
     assert ("LITELLM_MASTER_KEY=%s" % master) in env.splitlines()
+    assert ("LITELLM_EXTERNAL_API_KEY_CLAUDE=%s" % external_key) in env.splitlines()
     salt = (tmp_path / "llm-gateway" / "secrets" / "salt_key").read_text().strip()
     assert salt.startswith("sk-") and salt != master
     weak = write_inventory(tmp_path / "weak", {"fast": 18001, "balanced": 18002, "reasoning": 18003}, 1,

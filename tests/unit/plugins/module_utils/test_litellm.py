@@ -37,6 +37,10 @@ def test_one_deployment_per_vm_and_model_with_fallbacks_inside_the_group():
         ("reasoning", "http://10.0.20.20:8001/v1", 3), ("reasoning", "http://10.0.20.21:8001/v1", 3)]
     assert built["groups"] == ["balanced", "fast", "reasoning"]
     assert built["vllm_key_hosts"] == ["gpu-a", "gpu-b"]
+    # the env names the role writes the keys to are the ones config.yaml refers to
+    assert built["key_env"]["vllm"] == {"gpu-a": "VLLM_API_KEY_GPU_A", "gpu-b": "VLLM_API_KEY_GPU_B"}
+    refs = {e["litellm_params"]["api_key"] for e in built["config"]["model_list"]}
+    assert refs == {"os.environ/" + name for name in built["key_env"]["vllm"].values()}
     assert built["config"]["router_settings"]["fallbacks"] == [{"reasoning": ["balanced", "fast"]}]
     assert "sk-" not in json.dumps(built["config"])
 
@@ -65,6 +69,15 @@ def test_external_model_as_last_fallback_takes_its_key_from_the_environment():
     assert last["litellm_params"] == {"model": "anthropic/claude-sonnet-4-5", "order": 3,
                                       "api_key": "os.environ/LITELLM_EXTERNAL_API_KEY_CLAUDE"}
     assert "LITELLM_EXTERNAL_API_KEY_CLAUDE" in built["env"]
+    assert built["key_env"]["external"] == {"claude": "LITELLM_EXTERNAL_API_KEY_CLAUDE"}
+
+
+def test_an_external_model_without_a_key_refers_to_no_environment_variable():
+    built = litellm_config.build(data(external_models=[{"name": "local", "model": "openai/x", "api_base":
+                                                        "http://10.0.30.5:8000/v1", "api_key": False}],
+                                      fallbacks={"reasoning": ["local"]}))
+    last = [e for e in built["config"]["model_list"] if e["model_name"] == "reasoning"][-1]
+    assert "api_key" not in last["litellm_params"] and built["key_env"]["external"] == {}
 
 
 def test_every_problem_is_reported_with_its_variable():
