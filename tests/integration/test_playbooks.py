@@ -64,8 +64,8 @@ def test_unimplemented_role_fails_clearly(tmp_path):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: auto_silent\n"
-        "  children:\n    llm_gateways:\n      hosts:\n        here: {}\n")
-    rc, out, err = playbook("playbooks/gateway.yml", "-i", str(inventory), "--tags", "tls_proxy", "-e",
+        "  children:\n    observability:\n      hosts:\n        here: {}\n")
+    rc, out, err = playbook("playbooks/observability.yml", "-i", str(inventory), "--tags", "monitoring", "-e",
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
-    assert "pvegpu.llmstack.tls_proxy is not implemented yet (issue #8); nothing was changed" in out, out
+    assert "pvegpu.llmstack.monitoring is not implemented yet (issue #9); nothing was changed" in out, out

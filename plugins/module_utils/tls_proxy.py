@@ -1,0 +1,339 @@
+# -*- coding: utf-8 -*-
+# Copyright: pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""TLS in front of the LiteLLM gateway: an nginx site or a Caddyfile, computed from checked settings.
+
+Plain Python, no Ansible imports. The role passes its variables (without the ``tls_proxy_`` prefix); every
+problem is reported at once and names the variable.
+
+What makes it safe for Server-Sent Events (seed 001 lost its "typewriter effect" to nginx buffering):
+nginx talks HTTP/1.1 to the upstream with keep-alive (``Connection ""``), ``proxy_buffering off``,
+``proxy_cache off``, ``proxy_request_buffering off``, ``gzip off`` on every API location and 600 s
+read/send timeouts; Caddy's ``reverse_proxy`` gets ``flush_interval -1`` and the same timeouts. Only the API
+paths are proxied (not ``/metrics/``, not the admin UI unless added); everything else answers 404.
+"""
+
+import ipaddress
+import re
+
+SERVERS = ("caddy", "nginx")
+CERTIFICATE_SOURCES = ("internal_ca", "files", "acme")
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+# The OpenAI-compatible API LiteLLM serves, with and without the /v1 prefix, and its health probes.
+DEFAULT_PATHS = ("/v1/", "/chat/completions", "/completions", "/embeddings", "/models", "/health/liveliness",
+                 "/health/readiness")
+PATH_RE = re.compile(r"^/[A-Za-z0-9._~/-]*$")
+LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+NAME_RE = re.compile(r"^(\*\.)?%s(\.%s)*$" % (LABEL, LABEL))
+CADDY_ADMIN_RE = re.compile(r"^(off|(localhost|127\.0\.0\.1|\[::1\]):[0-9]{1,5}|unix/[A-Za-z0-9._/-]+)$")
+SIZE_MB_MAX = 4096
+
+
+class TlsProxyError(ValueError):
+    """Bad input; ``errors`` lists every problem, each naming the variable."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        ValueError.__init__(self, "; ".join(self.errors))
+
+
+def _ip(value):
+    try:
+        return ipaddress.ip_address(str(value))
+    except ValueError:
+        return None
+
+
+def _port(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        port = int(str(value))
+    except ValueError:
+        return None
+    return port if 1 <= port <= 65535 else None
+
+
+def _positive(value, upper):
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(str(value))
+    except ValueError:
+        return None
+    return number if 1 <= number <= upper else None
+
+
+def _absolute(value):
+    return isinstance(value, str) and value.startswith("/") and not re.search(r"[\s;{}\"'#]", value)
+
+
+def _host_port(host, port):
+    """``127.0.0.1:4000``; ``[::1]:4000`` for IPv6."""
+    address = _ip(host)
+    if address is not None and address.version == 6:
+        return "[%s]:%s" % (host, port)
+    return "%s:%s" % (host, port)
+
+
+def validate(settings):
+    """Every problem with the settings, each naming the role variable. Empty when they are usable."""
+    errors = []
+    server = settings.get("server")
+    if server not in SERVERS:
+        errors.append("tls_proxy_server: %r is not one of %s" % (server, ", ".join(SERVERS)))
+    source = settings.get("certificate_source")
+    if source not in CERTIFICATE_SOURCES:
+        errors.append("tls_proxy_certificate_source: %r is not one of %s" % (source, ", ".join(CERTIFICATE_SOURCES)))
+
+    listen = settings.get("listen_addresses")
+    if not isinstance(listen, list) or not listen:
+        errors.append("tls_proxy_listen_addresses: needs at least one address (none was given, and the host has no "
+                      "interface on tls_proxy_vlans)")
+    else:
+        for address in listen:
+            if _ip(address) is None:
+                errors.append("tls_proxy_listen_addresses: %r is not an IP address" % (address,))
+    if _port(settings.get("port")) is None:
+        errors.append("tls_proxy_port: %r is not a TCP port (1-65535)" % (settings.get("port"),))
+
+    upstream = settings.get("upstream_host")
+    if not isinstance(upstream, str) or not (_ip(upstream) or NAME_RE.match(upstream)):
+        errors.append("tls_proxy_upstream_host: %r is not an address or host name" % (upstream,))
+    if _port(settings.get("upstream_port")) is None:
+        errors.append("tls_proxy_upstream_port: %r is not a TCP port (1-65535)" % (settings.get("upstream_port"),))
+
+    names = settings.get("server_names")
+    if not isinstance(names, list):
+        errors.append("tls_proxy_server_names: must be a list of DNS names")
+        names = []
+    for name in names:
+        if not isinstance(name, str) or not NAME_RE.match(name) or _ip(name) is not None:
+            errors.append("tls_proxy_server_names: %r is not a DNS name (addresses go in tls_proxy_listen_addresses)"
+                          % (name,))
+
+    paths = settings.get("paths")
+    if not isinstance(paths, list) or not paths:
+        errors.append("tls_proxy_paths: needs at least one API path to proxy")
+        paths = []
+    for path in paths:
+        if not isinstance(path, str) or not PATH_RE.match(path):
+            errors.append("tls_proxy_paths: %r is not a URL path (starts with /; letters, digits, . _ ~ / -)" % (path,))
+        elif path.rstrip("/") in ("", "/metrics"):
+            errors.append("tls_proxy_paths: %r would expose %s through the proxy; list the API paths instead"
+                          % (path, "everything" if path == "/" else "the unauthenticated metrics"))
+    if len(set(paths)) != len(paths):
+        errors.append("tls_proxy_paths: lists a path twice")
+
+    if _positive(settings.get("timeout"), 86400) is None:
+        errors.append("tls_proxy_timeout: %r is not a number of seconds (1-86400)" % (settings.get("timeout"),))
+    if _positive(settings.get("max_body_mb"), SIZE_MB_MAX) is None:
+        errors.append("tls_proxy_max_body_mb: %r is not a size in MiB (1-%d)" % (settings.get("max_body_mb"),
+                                                                                 SIZE_MB_MAX))
+    protocols = settings.get("protocols")
+    if not isinstance(protocols, list) or not protocols or any(p not in TLS_PROTOCOLS for p in protocols):
+        errors.append("tls_proxy_protocols: %r must be a non-empty list of %s" % (protocols, ", ".join(TLS_PROTOCOLS)))
+
+    mtls = settings.get("mtls")
+    if not isinstance(mtls, bool):
+        errors.append("tls_proxy_mtls: must be true or false")
+    if source == "acme":
+        if server != "caddy":
+            errors.append("tls_proxy_certificate_source: acme needs tls_proxy_server: caddy (nginx has no ACME "
+                          "client); use internal_ca or files with nginx")
+        if not names:
+            errors.append("tls_proxy_server_names: ACME certificates need at least one public DNS name")
+        if mtls is True and not settings.get("client_ca_file"):
+            errors.append("tls_proxy_client_ca_file: mTLS with ACME certificates needs the CA that signs the client "
+                          "certificates")
+    else:
+        for key in ("certificate_file", "key_file"):
+            if not _absolute(settings.get(key)):
+                errors.append("tls_proxy_%s: %r is not an absolute path" % (key, settings.get(key)))
+    if mtls is True and source != "acme" and not _absolute(settings.get("client_ca_file")):
+        errors.append("tls_proxy_client_ca_file: %r is not an absolute path (mTLS needs the CA that signs the "
+                      "client certificates)" % (settings.get("client_ca_file"),))
+    if server == "caddy" and not CADDY_ADMIN_RE.match(str(settings.get("caddy_admin", ""))):
+        errors.append("tls_proxy_caddy_admin: %r must be off, a loopback host:port or unix/PATH (Caddy's admin API "
+                      "must never listen on the network)" % (settings.get("caddy_admin"),))
+    for key in ("access_log",):
+        value = settings.get(key)
+        if value not in (None, "", "off") and not _absolute(value):
+            errors.append("tls_proxy_%s: %r is not an absolute path or off" % (key, value))
+    return errors
+
+
+def _check(settings):
+    errors = validate(settings)
+    if errors:
+        raise TlsProxyError(errors)
+
+
+def nginx_site(settings):
+    """The nginx site (an ``http``-context include, e.g. /etc/nginx/conf.d/llmstack-gateway.conf)."""
+    _check(settings)
+    port = int(str(settings["port"]))
+    timeout = int(str(settings["timeout"]))
+    lines = [
+        "# Managed by pvegpu.llmstack (tls_proxy role); edits are overwritten.",
+        "# TLS in front of the LiteLLM gateway; SSE-safe: no buffering, no cache, no gzip, HTTP/1.1 keep-alive.",
+        "upstream llmstack_gateway {",
+        "    server %s;" % _host_port(settings["upstream_host"], settings["upstream_port"]),
+        "    keepalive 64;",
+        "}",
+        "",
+        "server {",
+    ]
+    for address in settings["listen_addresses"]:
+        lines.append("    listen %s ssl;" % _host_port(address, port))
+    names = settings["server_names"] or ["_"]
+    lines += [
+        "    server_name %s;" % " ".join(names),
+        "    ssl_certificate %s;" % settings["certificate_file"],
+        "    ssl_certificate_key %s;" % settings["key_file"],
+        "    ssl_protocols %s;" % " ".join(settings["protocols"]),
+        "    ssl_prefer_server_ciphers off;",
+        "    ssl_session_cache shared:llmstack_tls:10m;",
+        "    ssl_session_timeout 1d;",
+        "    ssl_session_tickets off;",
+    ]
+    if settings["mtls"]:
+        lines += [
+            "    ssl_client_certificate %s;" % settings["client_ca_file"],
+            "    ssl_verify_client on;",
+            "    ssl_verify_depth 2;",
+        ]
+    access_log = settings.get("access_log") or ""
+    if access_log == "off":
+        lines.append("    access_log off;")
+    elif access_log:
+        lines.append("    access_log %s;" % access_log)
+    lines += [
+        "    client_max_body_size %dm;" % int(str(settings["max_body_mb"])),
+        "    server_tokens off;",
+        "",
+        "    # Anything that is not the API (the admin UI, /metrics/, key management) is not served here.",
+        "    location / {",
+        "        return 404;",
+        "    }",
+    ]
+    for path in settings["paths"]:
+        lines += [
+            "",
+            "    location %s {" % path,
+            "        proxy_pass http://llmstack_gateway;",
+            "        proxy_http_version 1.1;",
+            '        proxy_set_header Connection "";',
+            "        proxy_set_header Host $host;",
+            "        proxy_set_header X-Real-IP $remote_addr;",
+            "        proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+            "        proxy_set_header X-Forwarded-Proto https;",
+            "        proxy_buffering off;",
+            "        proxy_cache off;",
+            "        proxy_request_buffering off;",
+            "        gzip off;",
+            "        proxy_read_timeout %ds;" % timeout,
+            "        proxy_send_timeout %ds;" % timeout,
+            "    }",
+        ]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _caddy_matcher(path):
+    """nginx-style prefix semantics: ``/v1/`` matches ``/v1/*``; ``/models`` matches ``/models`` and below."""
+    if path.endswith("/"):
+        return [path + "*"]
+    return [path, path + "/*"]
+
+
+def caddyfile(settings):
+    """The whole Caddyfile (Debian's caddy.service reads /etc/caddy/Caddyfile)."""
+    _check(settings)
+    port = int(str(settings["port"]))
+    timeout = int(str(settings["timeout"]))
+    acme = settings["certificate_source"] == "acme"
+    lines = [
+        "# Managed by pvegpu.llmstack (tls_proxy role); edits are overwritten.",
+        "# TLS in front of the LiteLLM gateway; SSE-safe: reverse_proxy flushes every chunk (flush_interval -1).",
+        "{",
+        "    admin %s" % settings["caddy_admin"],
+    ]
+    if acme:
+        if settings.get("acme_email"):
+            lines.append("    email %s" % settings["acme_email"])
+    else:
+        lines.append("    auto_https off")
+    if settings["mtls"]:
+        # Caddy turns on strict SNI-Host matching with client auth, which answers 421 to clients that connect by
+        # address (no SNI). It guards against one site's client auth being bypassed through another site; this
+        # Caddyfile has one site, so the check only gets in the way.
+        lines += ["    servers {", "        strict_sni_host insecure_off", "    }"]
+    lines += ["}", ""]
+    if acme:
+        addresses = ["%s:%d" % (name, port) for name in settings["server_names"]]
+    else:
+        addresses = [":%d" % port]
+    lines.append("%s {" % ", ".join(addresses))
+    lines.append("    bind %s" % " ".join(settings["listen_addresses"]))
+    tls_line = "    tls" if acme else "    tls %s %s" % (settings["certificate_file"], settings["key_file"])
+    lines += [
+        tls_line + " {",
+        "        protocols %s %s" % (_caddy_protocol(min(settings["protocols"])),
+                                     _caddy_protocol(max(settings["protocols"]))),
+    ]
+    if settings["mtls"]:
+        lines += [
+            "        client_auth {",
+            "            mode require_and_verify",
+            "            trusted_ca_cert_file %s" % settings["client_ca_file"],
+            "        }",
+        ]
+    lines.append("    }")
+    access_log = settings.get("access_log") or ""
+    if access_log and access_log != "off":
+        lines += ["    log {", "        output file %s" % access_log, "    }"]
+    matchers = []
+    for path in settings["paths"]:
+        matchers += _caddy_matcher(path)
+    lines += [
+        "    request_body {",
+        "        max_size %dMB" % int(str(settings["max_body_mb"])),
+        "    }",
+        "    header -Server",
+        "    @api path %s" % " ".join(matchers),
+        "    handle @api {",
+        "        reverse_proxy %s {" % _host_port(settings["upstream_host"], settings["upstream_port"]),
+        "            flush_interval -1",
+        "            header_up X-Forwarded-Proto https",
+        "            transport http {",
+        "                read_timeout %ds" % timeout,
+        "                write_timeout %ds" % timeout,
+        "                keepalive 90s",
+        "            }",
+        "        }",
+        "    }",
+        "    # Anything that is not the API (the admin UI, /metrics/, key management) is not served here.",
+        "    handle {",
+        "        respond 404",
+        "    }",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _caddy_protocol(name):
+    return {"TLSv1.2": "tls1.2", "TLSv1.3": "tls1.3"}[name]
+
+
+def render(settings):
+    """``{"server", "config", "certificate_names", "certificate_addresses"}`` for the role."""
+    config = caddyfile(settings) if settings["server"] == "caddy" else nginx_site(settings)
+    return {
+        "server": settings["server"],
+        "config": config,
+        # What the internal CA's server certificate must name: the DNS names and the listen addresses
+        # (unspecified addresses such as 0.0.0.0 are no use in a certificate).
+        "certificate_names": list(settings["server_names"]),
+        "certificate_addresses": [a for a in settings["listen_addresses"] if not _ip(a).is_unspecified],
+    }

@@ -1,0 +1,455 @@
+"""The tls_proxy role with the real nginx and Caddy from Debian, in front of a stand-in SSE upstream.
+
+What is real: the role (run on this machine, connection local, config and PKI under a temp dir), the
+certificates community.crypto made, the nginx site / Caddyfile it rendered and tested, and nginx 1.22 / Caddy 2.6
+themselves, run in the foreground on 127.0.0.1 from exactly those files (nginx inside a small main config with
+temp paths, as HARNESS.md says; Caddy from the rendered Caddyfile as is, admin API off).
+The test double: the upstream. LiteLLM itself streams through the proxy in tests/integration/test_litellm.py's
+bench (make bench); here a small SSE server sends events at a fixed cadence, each stamped with the time it was
+sent, so the client can tell how late each one arrives and whether the gaps survive the proxy.
+
+Loopback SSE arrives spaced as sent even through a buffering nginx, so the spacing test alone cannot prove that
+buffering is off: the control (the same site with proxy_buffering on and gzip on text/event-stream) must fail
+the same timing check, and `nginx -T` must show proxy_buffering off on every API location.
+"""
+
+import http.client
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import stat
+import subprocess
+import sys
+import threading
+import time
+import zlib
+
+import pytest
+import yaml
+from conftest import parse_json_report, playbook
+
+pytestmark = pytest.mark.slow
+
+CADENCE = 0.1       # seconds between the upstream's events
+FIRST_DELAY = 0.2   # the upstream "thinks" before the first event
+EVENTS = 8
+FIRST_CHUNK_BUDGET = 0.050   # acceptance: first chunk within 50 ms of the upstream sending it
+GAP_TOLERANCE = 0.020        # acceptance: gaps match the upstream's cadence within 20 ms
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+class SseUpstream:
+    """Stand-in for LiteLLM: SSE events at CADENCE, each carrying its send time; counts the requests it saw."""
+
+    def __init__(self):
+        self.requests = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, content_type="application/json"):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self):  # noqa: N802
+                upstream.requests.append(self.path)
+                self._send(200, b'{"status": "ok"}')
+
+            def do_POST(self):  # noqa: N802
+                upstream.requests.append(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                time.sleep(FIRST_DELAY)
+                for seq in range(EVENTS):
+                    if seq:
+                        time.sleep(CADENCE)
+                    self._chunk(b"data: " + json.dumps({"seq": seq, "sent": time.time()}).encode() + b"\n\n")
+                self._chunk(b"data: [DONE]\n\n")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+            def _chunk(self, data):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+
+        self.port = free_port()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def client_context(ca=None, cert=None, key=None):
+    context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    if cert:
+        context.load_cert_chain(cert, key)
+    return context
+
+
+def stream(port, context, server_hostname="127.0.0.1"):
+    """POST a streaming request through the proxy; [(arrival time, event)] as the events become readable.
+
+    Asks for gzip like a browser does; a gzip-encoded stream is inflated incrementally, so an event counts as
+    arrived when its bytes can be decoded."""
+    conn = http.client.HTTPSConnection(server_hostname, port, context=context, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=b'{"stream": true}',
+                 headers={"Content-Type": "application/json", "Accept-Encoding": "gzip"})
+    response = conn.getresponse()
+    assert response.status == 200, response.read()[:300]
+    inflate = zlib.decompressobj(31) if response.getheader("Content-Encoding") == "gzip" else None
+    buffer, events = b"", []
+    while True:
+        data = response.read1(65536)
+        if not data:
+            break
+        buffer += inflate.decompress(data) if inflate else data
+        now = time.time()
+        while b"\n\n" in buffer:
+            raw, buffer = buffer.split(b"\n\n", 1)
+            payload = raw[len(b"data: "):]
+            if payload != b"[DONE]":
+                events.append((now, json.loads(payload)))
+    conn.close()
+    return events
+
+
+def timing_problems(events):
+    """Empty when the stream kept its timing: the acceptance criteria of issue #8."""
+    problems = []
+    if len(events) != EVENTS:
+        return ["%d events arrived, %d were sent" % (len(events), EVENTS)]
+    first_late = events[0][0] - events[0][1]["sent"]
+    if first_late > FIRST_CHUNK_BUDGET:
+        problems.append("first chunk %.0f ms after the upstream sent it" % (first_late * 1000))
+    for (arrived_a, event_a), (arrived_b, event_b) in zip(events, events[1:], strict=False):
+        drift = (arrived_b - arrived_a) - (event_b["sent"] - event_a["sent"])
+        if abs(drift) > GAP_TOLERANCE:
+            problems.append("gap before event %d off by %.0f ms" % (event_b["seq"], drift * 1000))
+    return problems
+
+
+NGINX_MAIN = """worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 256; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    include {site};
+}}
+"""
+
+
+class Proxy:
+    """The role applied to this machine under a temp dir, and the server it configured, run in the foreground."""
+
+    def __init__(self, base, server, upstream):
+        self.base, self.server, self.upstream = base, server, upstream
+        self.port = free_port()
+        self.pki = base / "pki"
+        self.site = base / ("Caddyfile" if server == "caddy" else "site.conf")
+        self.main = base / "nginx.conf"
+        self.main.write_text(NGINX_MAIN.format(d=base, site=base / "site.conf"))
+        self.proc = None
+
+    def inventory(self, **extra):
+        host = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                "llmstack_start_services": False,
+                "tls_proxy_server": self.server,
+                # nginx and caddy come from make setup's apt packages; the role's apt task is not run here.
+                "tls_proxy_install_packages": False,
+                "tls_proxy_nginx_remove_default_site": False,
+                "tls_proxy_listen_addresses": ["127.0.0.1"],
+                "tls_proxy_server_names": ["gw.llmstack.test"],
+                "tls_proxy_port": self.port,
+                "tls_proxy_upstream_host": "127.0.0.1",
+                "tls_proxy_upstream_port": self.upstream.port,
+                "tls_proxy_pki_dir": str(self.pki),
+                "tls_proxy_nginx_site_path": str(self.base / "site.conf"),
+                "tls_proxy_nginx_main_config": str(self.main),
+                "tls_proxy_caddyfile_path": str(self.base / "Caddyfile"),
+                "tls_proxy_caddy_admin": "off",
+                "tls_proxy_client_certificates": ["agent"]}
+        host.update(extra)
+        path = self.base / "hosts.yml"
+        path.write_text(yaml.safe_dump({"all": {"hosts": {"gw": host}}}))
+        play = self.base / "play.yml"
+        play.write_text("- hosts: gw\n  gather_facts: false\n  roles: [pvegpu.llmstack.tls_proxy]\n")
+        return str(path), str(play)
+
+    def apply(self, **extra):
+        inventory, play = self.inventory(**extra)
+        rc, out, err = playbook("-i", inventory, play, json_output=True)
+        assert rc == 0, out[-3000:] + err[-2000:]
+        return parse_json_report(out)["stats"]["gw"]
+
+    def start(self, config=None):
+        self.stop()
+        if self.server == "nginx":
+            args = ["nginx", "-c", str(config or self.main), "-g", "daemon off;"]
+            env = None
+        else:
+            args = ["caddy", "run", "--adapter", "caddyfile", "--config", str(config or self.site)]
+            env = dict(os.environ, HOME=str(self.base), XDG_DATA_HOME=str(self.base / "data"),
+                       XDG_CONFIG_HOME=str(self.base / "config"))
+        self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert wait_port(self.port), "%s did not listen on %d" % (self.server, self.port)
+        return self
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        self.proc = None
+        # The port is reused by the next start; wait until it is free again.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and wait_port(self.port, timeout=0.2):
+            time.sleep(0.1)
+
+    def ca(self):
+        return str(self.pki / "ca.crt")
+
+    def client(self, name="agent"):
+        return str(self.pki / "clients" / (name + ".crt")), str(self.pki / "clients" / (name + ".key"))
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    server = SseUpstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module", params=["nginx", "caddy"])
+def proxy(request, tmp_path_factory, upstream):
+    if shutil.which(request.param) is None:
+        pytest.fail("%s is not installed: run make setup" % request.param)
+    proxy = Proxy(tmp_path_factory.mktemp(request.param), request.param, upstream)
+    proxy.first_stats = proxy.apply()
+    proxy.start()
+    yield proxy
+    proxy.stop()
+
+
+def test_first_run_made_the_pki_with_private_keys_0600(proxy):
+    assert proxy.first_stats["changed"] > 0 and proxy.first_stats["failures"] == 0
+    for key in ("ca.key", "server.key", "clients/agent.key"):
+        mode = stat.S_IMODE((proxy.pki / key).stat().st_mode)
+        assert mode == 0o600, "%s is %o" % (key, mode)
+    owner = "caddy" if proxy.server == "caddy" else "root"
+    import pwd
+    assert pwd.getpwuid((proxy.pki / "server.key").stat().st_uid).pw_name == owner
+    assert "BEGIN" in (proxy.pki / "server.crt").read_text()
+
+
+def test_chunks_reach_the_client_as_the_upstream_sends_them(proxy):
+    events = stream(proxy.port, client_context(proxy.ca()))
+    assert timing_problems(events) == [], events
+
+
+def test_a_client_trusting_the_internal_ca_connects_by_address_and_by_name(proxy):
+    conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_context(proxy.ca()), timeout=10)
+    conn.request("GET", "/health/liveliness")
+    assert conn.getresponse().status == 200
+    # By name: the certificate carries tls_proxy_server_names (the connection still goes to 127.0.0.1).
+    context = client_context(proxy.ca())
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="gw.llmstack.test") as tls:
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+
+
+def test_a_client_that_does_not_trust_the_ca_is_refused(proxy):
+    conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_context(), timeout=10)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        conn.request("GET", "/health/liveliness")
+    # A name the certificate does not carry is refused as well.
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as raw, \
+            pytest.raises(ssl.SSLCertVerificationError):
+        client_context(proxy.ca()).wrap_socket(raw, server_hostname="other.llmstack.test")
+
+
+def test_only_the_api_is_proxied(proxy, upstream):
+    before = len(upstream.requests)
+    for path, expected in (("/metrics/", 404), ("/ui/", 404), ("/key/generate", 404), ("/", 404),
+                           ("/v1/models", 200), ("/models", 200)):
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_context(proxy.ca()), timeout=10)
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        assert response.status == expected, path
+    assert upstream.requests[before:] == ["/v1/models", "/models"]
+
+
+def test_a_rerun_changes_nothing_and_keeps_the_keys(proxy):
+    keys = {name: (proxy.pki / name).read_bytes() for name in ("ca.key", "server.key", "server.crt")}
+    stats = proxy.apply()
+    assert stats["changed"] == 0, stats
+    assert {name: (proxy.pki / name).read_bytes() for name in keys} == keys
+
+
+def test_mtls_refuses_clients_without_a_ca_signed_certificate(proxy, upstream, tmp_path):
+    stats = proxy.apply(tls_proxy_mtls=True)
+    assert stats["changed"] > 0
+    proxy.start()
+    try:
+        before = len(upstream.requests)
+        # Without a certificate: nginx answers 400 ("No required SSL certificate was sent"), Caddy ends the
+        # handshake; either way the upstream never sees the request.
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_context(proxy.ca()), timeout=10)
+        try:
+            conn.request("GET", "/health/liveliness")
+            assert conn.getresponse().status == 400
+        except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+            pass
+        # With a certificate from another CA: refused the same way.
+        other = tmp_path / "other"
+        other.mkdir()
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", str(other / "k"), "-out", str(other / "c"), "-subj", "/CN=intruder", "-days", "2",
+                        "-addext", "extendedKeyUsage=clientAuth"], check=True, capture_output=True)
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, timeout=10,
+                                           context=client_context(proxy.ca(), str(other / "c"), str(other / "k")))
+        try:
+            conn.request("GET", "/health/liveliness")
+            assert conn.getresponse().status == 400
+        except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+            pass
+        assert upstream.requests[before:] == []
+        # With the certificate the internal CA issued: through, and still streaming as sent.
+        conn = http.client.HTTPSConnection("127.0.0.1", proxy.port, context=client_context(proxy.ca(), *proxy.client()),
+                                           timeout=10)
+        conn.request("GET", "/health/liveliness")
+        assert conn.getresponse().status == 200
+        events = stream(proxy.port, client_context(proxy.ca(), *proxy.client()))
+        assert timing_problems(events) == [], events
+    finally:
+        proxy.apply(tls_proxy_mtls=False)
+        proxy.start()
+
+
+@pytest.fixture(scope="module")
+def nginx_proxy(tmp_path_factory, upstream):
+    proxy = Proxy(tmp_path_factory.mktemp("nginx-control"), "nginx", upstream)
+    proxy.apply()
+    yield proxy
+    proxy.stop()
+
+
+def locations(dump):
+    """{path: block text} of every location in `nginx -T` output."""
+    found, current, depth, lines = {}, None, 0, []
+    for line in dump.splitlines():
+        stripped = line.strip()
+        if current is None and stripped.startswith("location ") and stripped.endswith("{"):
+            current, depth, lines = stripped.split()[1], 1, []
+            continue
+        if current is not None:
+            depth += stripped.count("{") - stripped.count("}")
+            if depth == 0:
+                found[current] = "\n".join(lines)
+                current = None
+            else:
+                lines.append(stripped)
+    return found
+
+
+def test_nginx_T_shows_buffering_off_on_every_api_location(nginx_proxy):
+    dump = subprocess.run(["nginx", "-T", "-c", str(nginx_proxy.main)], capture_output=True, text=True, check=True)
+    blocks = locations(dump.stdout)
+    api = [path for path in blocks if path != "/"]
+    assert sorted(api) == sorted(["/v1/", "/chat/completions", "/completions", "/embeddings", "/models",
+                                  "/health/liveliness", "/health/readiness"])
+    for path in api:
+        for directive in ("proxy_buffering off;", "proxy_cache off;", "proxy_http_version 1.1;",
+                          'proxy_set_header Connection "";', "gzip off;", "proxy_read_timeout 600s;",
+                          "proxy_send_timeout 600s;"):
+            assert directive in blocks[path].splitlines(), (path, directive)
+    assert "return 404;" in blocks["/"]
+
+
+def test_a_buffering_nginx_fails_the_same_timing_check(nginx_proxy, tmp_path):
+    """The control: the role's site with buffering on and gzip on event-stream. If this passed the timing
+    check, the timing check could not tell a buffering proxy from ours."""
+    site = (nginx_proxy.base / "site.conf").read_text()
+    assert site.count("proxy_buffering off;") == 7
+    control_site = tmp_path / "control-site.conf"
+    control_site.write_text(site.replace("proxy_buffering off;", "proxy_buffering on;").replace(
+        "gzip off;", "gzip on; gzip_types text/event-stream; gzip_min_length 1;"))
+    control_main = tmp_path / "control.conf"
+    control_main.write_text(NGINX_MAIN.format(d=tmp_path, site=control_site))
+    nginx_proxy.start(control_main)
+    try:
+        problems = timing_problems(stream(nginx_proxy.port, client_context(nginx_proxy.ca())))
+    finally:
+        nginx_proxy.stop()
+    assert any(p.startswith("first chunk") for p in problems), problems
+    # And the role's own site, on the same port with the same client, passes.
+    nginx_proxy.start()
+    assert timing_problems(stream(nginx_proxy.port, client_context(nginx_proxy.ca()))) == []
+
+
+def test_a_site_nginx_rejects_is_put_back_and_the_run_fails(nginx_proxy):
+    before = (nginx_proxy.base / "site.conf").read_text()
+    inventory, play = nginx_proxy.inventory(tls_proxy_certificate_file=str(nginx_proxy.base / "missing.crt"),
+                                            tls_proxy_certificate_source="files")
+    rc, out, _ = playbook("-i", inventory, play)
+    assert rc != 0
+    assert "does not exist on gw" in out and "missing.crt" in out
+    assert (nginx_proxy.base / "site.conf").read_text() == before
+    # An upstream nginx cannot resolve gets past the renderer, so nginx -t is what stops it; the old site returns.
+    inventory, play = nginx_proxy.inventory(tls_proxy_upstream_host="no-such-host.invalid")
+    rc, out, _ = playbook("-i", inventory, play)
+    assert rc != 0 and "nginx -t rejected the rendered site" in out, out[-3000:]
+    assert (nginx_proxy.base / "site.conf").read_text() == before
+
+
+def test_bad_settings_are_named_before_anything_changes(tmp_path, upstream):
+    proxy = Proxy(tmp_path, "nginx", upstream)
+    inventory, play = proxy.inventory(tls_proxy_paths=["/", "/v1/"], tls_proxy_certificate_source="acme",
+                                      tls_proxy_listen_addresses=["gw.local"])
+    rc, out, _ = playbook("-i", inventory, play)
+    assert rc != 0
+    for fragment in ("tls_proxy_paths: '/' would expose everything",
+                     "tls_proxy_certificate_source: acme needs tls_proxy_server: caddy",
+                     "tls_proxy_listen_addresses: 'gw.local' is not an IP address"):
+        assert fragment in out, out[-3000:]
+    assert not proxy.pki.exists() and not (tmp_path / "site.conf").exists()
