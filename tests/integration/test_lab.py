@@ -107,6 +107,24 @@ def test_the_gateway_routes_to_the_gpu_vms_with_their_keys_and_starts_nothing(ru
     assert mode.stdout.strip() == "600"
 
 
+def test_the_gateway_traces_to_the_langfuse_project_and_its_tls_proxy_config_is_valid(running_lab):
+    """langfuse on lab-obs made the project keys; litellm on lab-gateway carries them; tls_proxy installed Caddy
+    from Debian's mirror in the gateway container and wrote a Caddyfile Caddy itself accepts, with a certificate
+    from the internal CA that names the gateway's apps-VLAN address (nothing is started: no systemd here)."""
+    public = podman("exec", "llmstack-lab-obs", "cat", "/opt/langfuse/secrets/project_public_key").stdout.strip()
+    env = podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/secrets/litellm.env").stdout.splitlines()
+    assert public.startswith("pk-lf-") and "LANGFUSE_PUBLIC_KEY=%s" % public in env
+    assert "LANGFUSE_OTEL_HOST=http://172.30.10.14:3000" in env
+    check = podman("exec", "llmstack-lab-gateway", "caddy", "validate", "--adapter", "caddyfile", "--config",
+                   "/etc/caddy/Caddyfile")
+    assert check.returncode == 0, check.stdout + check.stderr
+    san = podman("exec", "llmstack-lab-gateway", "python3", "-c",
+                 "from cryptography import x509; c = x509.load_pem_x509_certificate(open("
+                 "'/etc/llmstack/tls/server.crt', 'rb').read()); print(c.extensions.get_extension_for_class("
+                 "x509.SubjectAlternativeName).value)")
+    assert "172.30.30.12" in san.stdout and "lab-gateway" in san.stdout, san.stdout + san.stderr
+
+
 def lab_api():
     from proxmoxer import ProxmoxAPI
 
