@@ -3,7 +3,9 @@
 The upstream is tools/fake_vllm.py (a stand-in for vLLM, which cannot run here: 8 chunks 20 ms apart); LiteLLM is
 the pinned PyPI version from .venv-litellm, with the config the role renders for one group of one deployment. Two
 LiteLLM settings are measured: LiteLLM's defaults (1 worker, default logging) and the role's (litellm_workers =
-CPUs + 1, LITELLM_LOG=ERROR, the prometheus callback on). 1, 8 and 32 concurrent streams; results to bench/results/.
+CPUs + 1, LITELLM_LOG=ERROR, the prometheus callback on). Then the TLS hop in front (issue #8): nginx and Caddy from
+Debian with the site/Caddyfile the tls_proxy role renders, a throwaway CA, the client trusting it. 1, 8 and 32
+concurrent streams; results to bench/results/.
 Everything (client, proxy, upstream) shares this machine's cores, so read the numbers as relative.
 """
 
@@ -11,9 +13,12 @@ import http.client
 import json
 import os
 import platform
+import shutil
 import socket
+import ssl
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -73,9 +78,103 @@ def run_proxy(cfg, workers, log_level, env):
     return proc, port
 
 
-def measure(url, key, streams):
-    llm_load.run_load(url, key, "fast", max(streams, 8), requests_per_stream=2)  # warm-up (every worker)
-    return llm_load.summarise(llm_load.run_load(url, key, "fast", streams, requests_per_stream=max(3, 96 // streams)))
+def measure(url, key, streams, context=None):
+    llm_load.run_load(url, key, "fast", max(streams, 8), requests_per_stream=2, context=context)  # warm-up
+    return llm_load.summarise(llm_load.run_load(url, key, "fast", streams, requests_per_stream=max(3, 96 // streams),
+                                                context=context))
+
+
+def make_pki(work):
+    """A throwaway CA and a server certificate for 127.0.0.1 (openssl; the role uses community.crypto)."""
+    def openssl(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-384", "-nodes", "-keyout",
+            os.path.join(work, "ca.key"), "-out", os.path.join(work, "ca.crt"), "-subj", "/CN=bench CA", "-days", "1")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+            os.path.join(work, "server.key"), "-out", os.path.join(work, "server.csr"), "-subj", "/CN=127.0.0.1")
+    ext = os.path.join(work, "ext")
+    with open(ext, "w") as handle:
+        handle.write("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    openssl("x509", "-req", "-in", os.path.join(work, "server.csr"), "-CA", os.path.join(work, "ca.crt"), "-CAkey",
+            os.path.join(work, "ca.key"), "-CAcreateserial", "-out", os.path.join(work, "server.crt"), "-days", "1",
+            "-extfile", ext)
+
+
+def run_tls_proxy(server, work, upstream_port):
+    """nginx or Caddy in the foreground with what the tls_proxy role renders; returns (process, port)."""
+    sys.path.insert(0, ROOT)
+    from plugins.module_utils import tls_proxy  # noqa: E402
+
+    port = free_port()
+    settings = {"server": server, "certificate_source": "internal_ca", "listen_addresses": ["127.0.0.1"],
+                "port": port, "upstream_host": "127.0.0.1", "upstream_port": upstream_port, "server_names": [],
+                "paths": list(tls_proxy.DEFAULT_PATHS), "timeout": 600, "max_body_mb": 20,
+                "protocols": ["TLSv1.2", "TLSv1.3"], "mtls": False,
+                "certificate_file": os.path.join(work, "server.crt"), "key_file": os.path.join(work, "server.key"),
+                "client_ca_file": "", "caddy_admin": "off",
+                "acme_email": "", "access_log": "off"}
+    if server == "nginx":
+        site = os.path.join(work, "site.conf")
+        with open(site, "w") as handle:
+            handle.write(tls_proxy.nginx_site(settings))
+        main = os.path.join(work, "nginx.conf")
+        with open(main, "w") as handle:
+            # As Debian's nginx.conf: one worker per CPU.
+            handle.write("worker_processes auto;\npid %(d)s/nginx.pid;\nerror_log %(d)s/error.log;\n"
+                         "events { worker_connections 1024; }\nhttp {\n"
+                         "client_body_temp_path %(d)s/b; proxy_temp_path %(d)s/p; fastcgi_temp_path %(d)s/f;\n"
+                         "uwsgi_temp_path %(d)s/u; scgi_temp_path %(d)s/s;\ninclude %(s)s;\n}\n"
+                         % {"d": work, "s": site})
+        args, env = ["nginx", "-c", main, "-g", "daemon off;"], None
+    else:
+        caddyfile = os.path.join(work, "Caddyfile")
+        with open(caddyfile, "w") as handle:
+            handle.write(tls_proxy.caddyfile(settings))
+        args = ["caddy", "run", "--adapter", "caddyfile", "--config", caddyfile]
+        env = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("%s did not listen on %d" % (server, port))
+
+
+def tls_hop(litellm_port, key, direct, litellm_rows):
+    """TTFT through tls_proxy + LiteLLM (role defaults), against direct and against LiteLLM alone."""
+    out = {}
+    work = tempfile.mkdtemp(prefix="bench-tls-")
+    try:
+        make_pki(work)
+        context = ssl.create_default_context(cafile=os.path.join(work, "ca.crt"))
+        for server in ("nginx", "caddy"):
+            if shutil.which(server) is None:
+                out[server] = "not installed (make setup)"
+                continue
+            proc, port = run_tls_proxy(server, work, litellm_port)
+            try:
+                rows = {}
+                for n in STREAMS:
+                    proxied = measure("https://127.0.0.1:%d" % port, key, n, context=context)
+                    alone = litellm_rows[n]["proxied"]
+                    rows[n] = {"proxied": proxied,
+                               "added_ttft_p50_ms": round(proxied["ttft_p50_ms"] - direct[n]["ttft_p50_ms"], 1),
+                               "added_ttft_p99_ms": round(proxied["ttft_p99_ms"] - direct[n]["ttft_p99_ms"], 1),
+                               "tls_hop_ttft_p50_ms": round(proxied["ttft_p50_ms"] - alone["ttft_p50_ms"], 1),
+                               "tls_hop_ttft_p99_ms": round(proxied["ttft_p99_ms"] - alone["ttft_p99_ms"], 1),
+                               "gap_p99_ms": proxied["gap_p99_ms"]}
+                out[server] = rows
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
 
 
 def main():
@@ -109,6 +208,8 @@ def main():
                            "added_ttft_p99_ms": round(proxied["ttft_p99_ms"] - direct[n]["ttft_p99_ms"], 1),
                            "gap_p99_ms": proxied["gap_p99_ms"]}
             results["settings"][label] = rows
+            if label.startswith("role defaults"):
+                results["tls_proxy"] = tls_hop(port, env["LITELLM_MASTER_KEY"], direct, rows)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -123,6 +224,15 @@ def main():
             print("  %-46s %2d streams: +%6.1f / +%6.1f   gap p99 %6.1f  errors %d"
                   % (label, n, row["added_ttft_p50_ms"], row["added_ttft_p99_ms"], row["gap_p99_ms"] or 0,
                      row["proxied"]["errors"]))
+    for server, rows in results.get("tls_proxy", {}).items():
+        if isinstance(rows, str):
+            print("  tls_proxy %s: %s" % (server, rows))
+            continue
+        for n, row in rows.items():
+            print("  tls_proxy %-6s + role LiteLLM %2d streams: +%6.1f / +%6.1f vs direct (TLS hop %+6.1f / %+6.1f)"
+                  "   gap p99 %6.1f  errors %d"
+                  % (server, n, row["added_ttft_p50_ms"], row["added_ttft_p99_ms"], row["tls_hop_ttft_p50_ms"],
+                     row["tls_hop_ttft_p99_ms"], row["gap_p99_ms"] or 0, row["proxied"]["errors"]))
     print("written to %s" % out)
     return 0
 

@@ -17,10 +17,14 @@ import time
 import urllib.parse
 
 
-def stream_once(url, key, model, timeout=60.0):
-    """One streaming chat completion; returns a dict with status, ttft, gaps, upstream, error."""
+def stream_once(url, key, model, timeout=60.0, context=None):
+    """One streaming chat completion; returns a dict with status, ttft, gaps, upstream, error.
+    ``https://`` URLs use ``context`` (an ssl.SSLContext, e.g. trusting the internal CA)."""
     parts = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+    if parts.scheme == "https":
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
     body = json.dumps({"model": model, "stream": True, "max_tokens": 64,
                        "messages": [{"role": "user", "content": "hello"}]})
     headers = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
@@ -70,7 +74,8 @@ def stream_once(url, key, model, timeout=60.0):
     return result
 
 
-def run_load(url, key, model, streams, seconds=None, requests_per_stream=None, stop_event=None, on_result=None):
+def run_load(url, key, model, streams, seconds=None, requests_per_stream=None, stop_event=None, on_result=None,
+             context=None):
     """``streams`` threads sending requests back to back until ``seconds`` pass, each has sent
     ``requests_per_stream``, or ``stop_event`` is set. Returns the list of results (with ``t`` = start offset)."""
     results = []
@@ -87,7 +92,7 @@ def run_load(url, key, model, streams, seconds=None, requests_per_stream=None, s
             if requests_per_stream is not None and sent >= requests_per_stream:
                 return
             offset = time.perf_counter() - begin
-            result = stream_once(url, key, model)
+            result = stream_once(url, key, model, context=context)
             result["t"] = offset
             sent += 1
             with lock:
