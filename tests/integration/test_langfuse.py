@@ -158,7 +158,7 @@ def test_the_gateway_stops_clearly_when_langfuse_is_not_deployed_yet(tmp_path):
     ports = {"fast": free_port("127.0.20.20"), "balanced": free_port("127.0.20.20"),
              "reasoning": free_port("127.0.20.21")}
     inventory = add_langfuse(write_inventory(tmp_path, ports, free_port()), tmp_path)
-    rc, out, _ = playbook("playbooks/gateway.yml", "-i", inventory, "--skip-tags", "tls_proxy,inventory_check")
+    rc, out, err = playbook("playbooks/gateway.yml", "-i", inventory, "--skip-tags", "tls_proxy,inventory_check")
     assert rc != 0
     assert "its project keys are not in %s/langfuse/secrets: deploy Langfuse first" % tmp_path in out, out[-3000:]
     assert not (tmp_path / "llm-gateway" / "config.yaml").exists()
@@ -176,8 +176,8 @@ def test_bad_settings_fail_before_anything_is_written(tmp_path, extra, fragments
     ports = {"fast": free_port("127.0.20.20"), "balanced": free_port("127.0.20.20"),
              "reasoning": free_port("127.0.20.21")}
     inventory = add_langfuse(write_inventory(tmp_path, ports, free_port()), tmp_path, **extra)
-    rc, out, _ = playbook("playbooks/observability.yml", "-i", inventory, "--tags", "langfuse", "--skip-tags",
-                          "inventory_check")
+    rc, out, err = playbook("playbooks/observability.yml", "-i", inventory, "--tags", "langfuse", "--skip-tags",
+                            "inventory_check")
     assert rc != 0
     for fragment in fragments:
         assert fragment in out, out[-3000:]

@@ -431,13 +431,13 @@ def test_a_site_nginx_rejects_is_put_back_and_the_run_fails(nginx_proxy):
     before = (nginx_proxy.base / "site.conf").read_text()
     inventory, play = nginx_proxy.inventory(tls_proxy_certificate_file=str(nginx_proxy.base / "missing.crt"),
                                             tls_proxy_certificate_source="files")
-    rc, out, _ = playbook("-i", inventory, play)
+    rc, out, err = playbook("-i", inventory, play)
     assert rc != 0
     assert "does not exist on gw" in out and "missing.crt" in out
     assert (nginx_proxy.base / "site.conf").read_text() == before
     # An upstream nginx cannot resolve gets past the renderer, so nginx -t is what stops it; the old site returns.
     inventory, play = nginx_proxy.inventory(tls_proxy_upstream_host="no-such-host.invalid")
-    rc, out, _ = playbook("-i", inventory, play)
+    rc, out, err = playbook("-i", inventory, play)
     assert rc != 0 and "nginx -t rejected the rendered site" in out, out[-3000:]
     assert (nginx_proxy.base / "site.conf").read_text() == before
 
@@ -446,7 +446,7 @@ def test_bad_settings_are_named_before_anything_changes(tmp_path, upstream):
     proxy = Proxy(tmp_path, "nginx", upstream)
     inventory, play = proxy.inventory(tls_proxy_paths=["/", "/v1/"], tls_proxy_certificate_source="acme",
                                       tls_proxy_listen_addresses=["gw.local"])
-    rc, out, _ = playbook("-i", inventory, play)
+    rc, out, err = playbook("-i", inventory, play)
     assert rc != 0
     for fragment in ("tls_proxy_paths: '/' would expose everything",
                      "tls_proxy_certificate_source: acme needs tls_proxy_server: caddy",

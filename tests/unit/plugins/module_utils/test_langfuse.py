@@ -77,8 +77,8 @@ def test_a_missing_secret_is_named():
 
 
 @pytest.mark.parametrize("changes, fragment", [
-    ({"web_image": "docker.langfuse.com/langfuse/langfuse:4"}, "langfuse_web_image: 'docker.langfuse.com/langfuse/"
-                                                              "langfuse:4' is not pinned"),
+    ({"web_image": "docker.langfuse.com/langfuse/langfuse:4"},
+     "langfuse_web_image: 'docker.langfuse.com/langfuse/langfuse:4' is not pinned"),
     ({"worker_image": "langfuse/langfuse-worker"}, "langfuse_worker_image: 'langfuse/langfuse-worker' is not pinned"),
     ({"minio_image": "cgr.dev/chainguard/minio:latest"}, "langfuse_minio_image: 'cgr.dev/chainguard/minio:latest'"),
     ({"redis_image": "localhost:5000/redis"}, "langfuse_redis_image: 'localhost:5000/redis' is not pinned"),
