@@ -18,7 +18,7 @@ COLLECTION_LINK := .cache/collections/ansible_collections/pvegpu/llmstack
 # Debian packages the tests need (podman with runc and netavark, debootstrap for the images,
 # shellcheck for ansible-test sanity).
 APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs \
-	debootstrap shellcheck docker-compose nginx caddy
+	debootstrap shellcheck docker-compose nginx caddy prometheus
 # Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
 # stand-ins for update-grub/proxmox-boot-tool/update-initramfs) and the roles not implemented yet
 # (each fails clearly when run).
