@@ -1,0 +1,205 @@
+# -*- coding: utf-8 -*-
+# Copyright: pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus scrape targets from the inventory, and prometheus.yml (plain Python, no Ansible imports).
+
+Targets come from inventory groups (names mappable) and each host's ``llmstack_interfaces``: no address is
+hard-coded. Every target carries ``host`` (the inventory name), which the alert rules join on (a GPU's memory and
+its VM's vLLM ``up``); vLLM targets also carry ``model`` (the served name).
+
+Jobs (seed 000: GPU metrics every 5 s, the rest every 15 s):
+- ``dcgm``: dcgm-exporter on each GPU VM, management address, 5 s;
+- ``vllm``: each model server of each GPU VM, where vLLM listens (its inference-VLAN address), 5 s;
+- ``node``: node-exporter on the hosts of ``node_groups``, management address;
+- ``litellm``: each gateway's ``/metrics/`` (LiteLLM's prometheus callback) on its metrics address;
+- ``prometheus``, ``alertmanager``, ``grafana``: the observability hosts themselves.
+"""
+
+import ipaddress
+import re
+
+DURATION_RE = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+GROUP_ROLES = ("gpu_vms", "llm_gateways", "observability")
+
+
+class MonitoringError(ValueError):
+    """Bad input; ``errors`` lists every problem, each naming the host and variable."""
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        ValueError.__init__(self, "; ".join(self.errors))
+
+
+def seconds(duration):
+    """``1m30s`` -> 90.0 (Prometheus duration syntax)."""
+    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+    return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration))
+
+
+def _address(host, hostvars, vlan):
+    for interface in hostvars.get("interfaces") or []:
+        if isinstance(interface, dict) and interface.get("vlan") == vlan and interface.get("address"):
+            return str(interface["address"])
+    return None
+
+
+def _hostport(address, port):
+    try:
+        if ipaddress.ip_address(address).version == 6:
+            return "[%s]:%s" % (address, port)
+    except ValueError:
+        pass
+    return "%s:%s" % (address, port)
+
+
+def _port(value):
+    if isinstance(value, bool):
+        return None
+    try:
+        port = int(str(value))
+    except ValueError:
+        return None
+    return port if 1 <= port <= 65535 else None
+
+
+def validate_settings(settings):
+    errors = []
+    for key in ("gpu_interval", "interval", "evaluation_interval", "retention_time"):
+        value = settings.get(key)
+        if value is not None and (not isinstance(value, str) or not DURATION_RE.match(value)):
+            errors.append("monitoring_%s: %r is not a Prometheus duration (e.g. 5s, 15s, 30d)" % (key, value))
+    for key in ("dcgm_port", "node_port", "prometheus_port", "alertmanager_port", "grafana_port", "litellm_port"):
+        if key in settings and _port(settings[key]) is None:
+            errors.append("monitoring_%s: %r is not a TCP port" % (key, settings[key]))
+    groups = settings.get("groups") or {}
+    for role in GROUP_ROLES:
+        if not isinstance(groups.get(role, role), str):
+            errors.append("monitoring_groups.%s: must be a group name" % role)
+    return errors
+
+
+def jobs_from_inventory(hosts, groups, settings):
+    """The scrape jobs, each ``{name, interval, path, targets: [{address, labels}]}``.
+
+    ``hosts``: inventory name -> ``{interfaces, models: [{name, port}], vllm_address, litellm_metrics_address,
+    litellm_port}``; ``groups``: group name -> [hosts]; ``settings``: ``vlan`` (where exporters listen, default
+    mgmt), ``vllm_vlan`` (default inference), ``groups`` (our role -> your group name), ``node_groups``, ports and
+    intervals."""
+    errors = validate_settings(settings)
+    if errors:
+        raise MonitoringError(errors)
+    vlan = settings.get("vlan") or "mgmt"
+    vllm_vlan = settings.get("vllm_vlan") or "inference"
+    mapping = dict((role, role) for role in GROUP_ROLES)
+    mapping.update(settings.get("groups") or {})
+    members = dict((role, list(groups.get(mapping[role]) or [])) for role in GROUP_ROLES)
+    gpu_interval = settings.get("gpu_interval") or "5s"
+    interval = settings.get("interval") or "15s"
+    jobs = []
+
+    def need(host, address, what, variable):
+        if address is None:
+            errors.append("host %s: no address on VLAN %s in llmstack_interfaces (%s needs it; or set %s)"
+                          % (host, vlan if variable != "vllm_bind_address" else vllm_vlan, what, variable))
+        return address
+
+    def job(name, every, targets, path="/metrics"):
+        if targets:
+            jobs.append({"name": name, "interval": every, "path": path, "targets": targets})
+
+    dcgm = []
+    vllm = []
+    for host in members["gpu_vms"]:
+        hv = hosts.get(host) or {}
+        address = need(host, _address(host, hv, vlan), "dcgm-exporter", "monitoring_vlan")
+        if address:
+            dcgm.append({"address": _hostport(address, settings.get("dcgm_port", 9400)), "labels": {"host": host}})
+        models = hv.get("models") or []
+        if models:
+            vllm_address = hv.get("vllm_address") or _address(host, hv, vllm_vlan)
+            vllm_address = need(host, vllm_address, "scraping vLLM", "vllm_bind_address")
+            for model in models:
+                port = _port(model.get("port")) if isinstance(model, dict) else None
+                if port is None:
+                    errors.append("host %s: vllm_models entry %r has no usable port" % (host, model))
+                elif vllm_address:
+                    vllm.append({"address": _hostport(vllm_address, port),
+                                 "labels": {"host": host, "model": str(model.get("name"))}})
+    node = []
+    seen = set()
+    for group in settings.get("node_groups", ["gpu_vms", "observability"]):
+        for host in groups.get(mapping.get(group, group)) or []:
+            if host in seen:
+                continue
+            seen.add(host)
+            address = need(host, _address(host, hosts.get(host) or {}, vlan), "node-exporter", "monitoring_vlan")
+            if address:
+                node.append({"address": _hostport(address, settings.get("node_port", 9100)), "labels": {"host": host}})
+    litellm = []
+    for host in members["llm_gateways"]:
+        hv = hosts.get(host) or {}
+        address = hv.get("litellm_metrics_address") or _address(host, hv, vlan)
+        address = need(host, address, "scraping LiteLLM's /metrics/", "litellm_metrics_address")
+        if address:
+            litellm.append({"address": _hostport(address, hv.get("litellm_port") or settings.get("litellm_port", 4000)),
+                            "labels": {"host": host}})
+    own = {"prometheus": [], "alertmanager": [], "grafana": []}
+    for host in members["observability"]:
+        address = need(host, _address(host, hosts.get(host) or {}, vlan), "the monitoring stack", "monitoring_vlan")
+        if address:
+            for name, key, default in (("prometheus", "prometheus_port", 9090),
+                                       ("alertmanager", "alertmanager_port", 9093),
+                                       ("grafana", "grafana_port", 3000)):
+                own[name].append({"address": _hostport(address, settings.get(key, default)), "labels": {"host": host}})
+    if errors:
+        raise MonitoringError(errors)
+    job("dcgm", gpu_interval, dcgm)
+    job("vllm", gpu_interval, vllm)
+    job("node", interval, node)
+    job("litellm", interval, litellm, path="/metrics/")
+    for name in ("prometheus", "alertmanager", "grafana"):
+        job(name, interval, own[name])
+    return jobs
+
+
+def prometheus_config(jobs, settings):
+    """prometheus.yml as a dict: the jobs, the rule files, the Alertmanagers."""
+    errors = validate_settings(settings)
+    names = [j["name"] for j in jobs]
+    for name in names:
+        if not NAME_RE.match(name):
+            errors.append("job %r: not a valid job name" % name)
+    if len(set(names)) != len(names):
+        errors.append("a job name is used twice: %s" % ", ".join(sorted(n for n in set(names) if names.count(n) > 1)))
+    if errors:
+        raise MonitoringError(errors)
+    interval = settings.get("interval") or "15s"
+    scrape_configs = []
+    for job in jobs:
+        every = job.get("interval") or interval
+        grouped = {}
+        for target in job["targets"]:
+            key = tuple(sorted(target["labels"].items()))
+            grouped.setdefault(key, []).append(target["address"])
+        scrape_configs.append({
+            "job_name": job["name"],
+            "scrape_interval": every,
+            # A scrape may not outlast its interval (Prometheus refuses that config).
+            "scrape_timeout": every if seconds(every) < 10 else "10s",
+            "metrics_path": job.get("path") or "/metrics",
+            "static_configs": [{"targets": addresses, "labels": dict(key)} for key, addresses in grouped.items()],
+        })
+    config = {
+        "global": {"scrape_interval": interval,
+                   "evaluation_interval": settings.get("evaluation_interval") or interval,
+                   "external_labels": dict(settings.get("external_labels") or {})},
+        "rule_files": list(settings.get("rule_files") or []),
+        "scrape_configs": scrape_configs,
+    }
+    alertmanagers = [t["address"] for j in jobs if j["name"] == "alertmanager" for t in j["targets"]]
+    if alertmanagers:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]}
+    if not config["global"]["external_labels"]:
+        del config["global"]["external_labels"]
+    return config

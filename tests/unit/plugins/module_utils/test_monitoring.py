@@ -1,0 +1,92 @@
+"""monitoring: scrape targets from the inventory and prometheus.yml (promtool and a real Prometheus check the
+rendered file in tests/integration/test_prometheus_scrape.py)."""
+
+import pytest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import monitoring
+
+
+def inventory():
+    hosts = {
+        "gpu-a": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.20"},
+                                 {"vlan": "inference", "address": "10.0.20.20"}],
+                  "models": [{"name": "fast", "port": 8001}, {"name": "balanced", "port": 8002}]},
+        "gpu-b": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.21"},
+                                 {"vlan": "inference", "address": "10.0.20.21"}],
+                  "models": [{"name": "reasoning", "port": 8003}], "vllm_address": "10.0.20.99"},
+        "gw": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.12"}]},
+        "mon": {"interfaces": [{"vlan": "mgmt", "address": "fd00:10::14"}]},
+    }
+    groups = {"gpu_vms": ["gpu-a", "gpu-b"], "llm_gateways": ["gw"], "observability": ["mon"]}
+    return hosts, groups
+
+
+def by_name(jobs):
+    return {job["name"]: job for job in jobs}
+
+
+def test_jobs_come_from_the_groups_and_the_management_vlan():
+    jobs = by_name(monitoring.jobs_from_inventory(*inventory(), {}))
+    assert [t["address"] for t in jobs["dcgm"]["targets"]] == ["10.0.10.20:9400", "10.0.10.21:9400"]
+    assert jobs["dcgm"]["interval"] == "5s" and jobs["node"]["interval"] == "15s"
+    assert [(t["address"], t["labels"]) for t in jobs["vllm"]["targets"]] == [
+        ("10.0.20.20:8001", {"host": "gpu-a", "model": "fast"}),
+        ("10.0.20.20:8002", {"host": "gpu-a", "model": "balanced"}),
+        ("10.0.20.99:8003", {"host": "gpu-b", "model": "reasoning"})]
+    assert [t["address"] for t in jobs["node"]["targets"]] == ["10.0.10.20:9100", "10.0.10.21:9100",
+                                                               "[fd00:10::14]:9100"]
+    assert jobs["litellm"]["path"] == "/metrics/" and jobs["litellm"]["targets"][0]["address"] == "10.0.10.12:4000"
+    assert jobs["prometheus"]["targets"][0] == {"address": "[fd00:10::14]:9090", "labels": {"host": "mon"}}
+
+
+def test_group_names_are_mappable():
+    hosts, groups = inventory()
+    renamed = {"gpu": groups["gpu_vms"], "llm_gateways": ["gw"], "observability": ["mon"]}
+    jobs = by_name(monitoring.jobs_from_inventory(hosts, renamed, {"groups": {"gpu_vms": "gpu"},
+                                                                   "node_groups": ["gpu"]}))
+    assert len(jobs["dcgm"]["targets"]) == 2 and len(jobs["node"]["targets"]) == 2
+
+
+def test_missing_addresses_and_ports_are_named():
+    hosts, groups = inventory()
+    hosts["gpu-a"]["interfaces"] = [{"vlan": "inference", "address": "10.0.20.20"}]
+    hosts["gpu-b"]["models"] = [{"name": "reasoning"}]
+    with pytest.raises(monitoring.MonitoringError) as raised:
+        monitoring.jobs_from_inventory(hosts, groups, {})
+    errors = raised.value.errors
+    assert any(e.startswith("host gpu-a: no address on VLAN mgmt") and "dcgm-exporter" in e for e in errors)
+    assert any(e.startswith("host gpu-b: vllm_models entry") for e in errors)
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"gpu_interval": "5 seconds"}, "monitoring_gpu_interval: '5 seconds' is not a Prometheus duration"),
+    ({"dcgm_port": 0}, "monitoring_dcgm_port: 0 is not a TCP port"),
+    ({"groups": {"gpu_vms": ["a"]}}, "monitoring_groups.gpu_vms: must be a group name"),
+])
+def test_bad_settings_are_named(settings, fragment):
+    with pytest.raises(monitoring.MonitoringError) as raised:
+        monitoring.jobs_from_inventory(*inventory(), settings)
+    assert any(fragment in e for e in raised.value.errors), raised.value.errors
+
+
+def test_prometheus_config_groups_targets_by_labels_and_caps_timeouts():
+    jobs = monitoring.jobs_from_inventory(*inventory(), {})
+    config = monitoring.prometheus_config(jobs, {"rule_files": ["/etc/prometheus/rules/*.yml"],
+                                                 "external_labels": {"site": "lab"}})
+    scrape = {c["job_name"]: c for c in config["scrape_configs"]}
+    assert scrape["dcgm"]["scrape_interval"] == "5s" and scrape["dcgm"]["scrape_timeout"] == "5s"
+    assert scrape["node"]["scrape_timeout"] == "10s"
+    assert scrape["vllm"]["static_configs"][0] == {"targets": ["10.0.20.20:8001"],
+                                                   "labels": {"host": "gpu-a", "model": "fast"}}
+    assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["[fd00:10::14]:9093"]
+    assert config["global"]["external_labels"] == {"site": "lab"}
+    assert config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
+
+
+def test_duplicate_job_names_are_refused():
+    job = {"name": "dcgm", "interval": "5s", "targets": []}
+    with pytest.raises(monitoring.MonitoringError, match="used twice: dcgm"):
+        monitoring.prometheus_config([job, dict(job)], {})
+
+
+def test_seconds():
+    assert monitoring.seconds("1m30s") == 90 and monitoring.seconds("5s") == 5
