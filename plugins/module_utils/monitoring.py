@@ -203,3 +203,68 @@ def prometheus_config(jobs, settings):
     if not config["global"]["external_labels"]:
         del config["global"]["external_labels"]
     return config
+
+
+SMARTHOST_RE = re.compile(r"^[A-Za-z0-9.-]+:[0-9]{1,5}$|^\[[0-9A-Fa-f:]+\]:[0-9]{1,5}$")
+EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+$")
+
+
+def _absolute(value):
+    return isinstance(value, str) and value.startswith("/") and not re.search(r"\s", value)
+
+
+def alertmanager_config(settings):
+    """alertmanager.yml as a dict. ``settings``: ``webhook`` ({url_file}), ``email`` ({to, from, smarthost,
+    auth_username, auth_password_file, require_tls}), ``group_by``, ``group_wait``, ``group_interval``,
+    ``repeat_interval``, ``critical_repeat_interval``. Secrets (the webhook URL, which often carries a token, and
+    the SMTP password) are referred to by file, never written into this config.
+
+    Inhibition: a critical alert on a GPU silences the warnings of the same GPU (``host`` and ``gpu`` equal); a
+    model server that is down silences its own KV-cache and queue warnings."""
+    errors = []
+    for key in ("group_wait", "group_interval", "repeat_interval", "critical_repeat_interval"):
+        value = settings.get(key)
+        if value is not None and (not isinstance(value, str) or not DURATION_RE.match(value)):
+            errors.append("monitoring_alertmanager_%s: %r is not a duration" % (key, value))
+    receiver = {"name": "default"}
+    webhook = settings.get("webhook")
+    if webhook:
+        if not _absolute(webhook.get("url_file")):
+            errors.append("monitoring_alert_webhook: url_file %r is not an absolute path" % (webhook.get("url_file"),))
+        receiver["webhook_configs"] = [{"url_file": webhook.get("url_file"), "send_resolved": True}]
+    email = settings.get("email")
+    if email:
+        for key in ("to", "from"):
+            if not isinstance(email.get(key), str) or not EMAIL_RE.match(email[key]):
+                errors.append("monitoring_alert_email.%s: %r is not an e-mail address" % (key, email.get(key)))
+        if not isinstance(email.get("smarthost"), str) or not SMARTHOST_RE.match(email["smarthost"]):
+            errors.append("monitoring_alert_email.smarthost: %r is not host:port" % (email.get("smarthost"),))
+        if email.get("auth_username") and not _absolute(email.get("auth_password_file")):
+            errors.append("monitoring_alert_email: a user name needs auth_password_file (an absolute path)")
+        config = {"to": email.get("to"), "from": email.get("from"), "smarthost": email.get("smarthost"),
+                  "require_tls": bool(email.get("require_tls", True)), "send_resolved": True}
+        if email.get("auth_username"):
+            config["auth_username"] = email["auth_username"]
+            config["auth_password_file"] = email.get("auth_password_file")
+        receiver["email_configs"] = [config]
+    if errors:
+        raise MonitoringError(errors)
+    return {
+        "route": {
+            "receiver": "default",
+            "group_by": list(settings.get("group_by") or ["alertname", "host"]),
+            "group_wait": settings.get("group_wait") or "30s",
+            "group_interval": settings.get("group_interval") or "5m",
+            "repeat_interval": settings.get("repeat_interval") or "4h",
+            "routes": [{"receiver": "default", "matchers": ['severity="critical"'],
+                        "repeat_interval": settings.get("critical_repeat_interval") or "1h"}],
+        },
+        "receivers": [receiver],
+        "inhibit_rules": [
+            {"source_matchers": ['severity="critical"', 'gpu=~".+"'], "target_matchers": ['severity="warning"'],
+             "equal": ["host", "gpu"]},
+            {"source_matchers": ['alertname="VllmDown"'],
+             "target_matchers": ['alertname=~"VllmKvCacheNearlyFull|VllmRequestsQueueing"'],
+             "equal": ["host", "model"]},
+        ],
+    }

@@ -90,3 +90,37 @@ def test_duplicate_job_names_are_refused():
 
 def test_seconds():
     assert monitoring.seconds("1m30s") == 90 and monitoring.seconds("5s") == 5
+
+
+def test_alertmanager_refers_to_secrets_by_file_and_inhibits_warnings_of_a_critical_gpu():
+    config = monitoring.alertmanager_config({
+        "webhook": {"url_file": "/etc/alertmanager/secrets/webhook_url"},
+        "email": {"to": "ops@example.org", "from": "alerts@example.org", "smarthost": "smtp.example.org:587",
+                  "auth_username": "alerts", "auth_password_file": "/etc/alertmanager/secrets/smtp_password"}})
+    receiver = config["receivers"][0]
+    assert receiver["webhook_configs"] == [{"url_file": "/etc/alertmanager/secrets/webhook_url",
+                                            "send_resolved": True}]
+    assert receiver["email_configs"][0]["auth_password_file"] == "/etc/alertmanager/secrets/smtp_password"
+    assert "auth_password" not in receiver["email_configs"][0]
+    gpu_rule = config["inhibit_rules"][0]
+    assert gpu_rule["equal"] == ["host", "gpu"] and 'severity="critical"' in gpu_rule["source_matchers"]
+    assert config["route"]["group_by"] == ["alertname", "host"]
+
+
+def test_alertmanager_without_receivers_is_valid_and_silent():
+    config = monitoring.alertmanager_config({})
+    assert config["receivers"] == [{"name": "default"}]
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"webhook": {"url_file": "webhook_url"}}, "url_file 'webhook_url' is not an absolute path"),
+    ({"email": {"to": "ops", "from": "a@b", "smarthost": "smtp:25"}}, "monitoring_alert_email.to: 'ops'"),
+    ({"email": {"to": "o@b", "from": "a@b", "smarthost": "smtp"}}, "monitoring_alert_email.smarthost: 'smtp'"),
+    ({"email": {"to": "o@b", "from": "a@b", "smarthost": "smtp:25", "auth_username": "u"}},
+     "a user name needs auth_password_file"),
+    ({"repeat_interval": "daily"}, "monitoring_alertmanager_repeat_interval: 'daily'"),
+])
+def test_bad_alertmanager_settings_are_named(settings, fragment):
+    with pytest.raises(monitoring.MonitoringError) as raised:
+        monitoring.alertmanager_config(settings)
+    assert any(fragment in e for e in raised.value.errors), raised.value.errors
