@@ -162,3 +162,30 @@ def test_crossing_the_thresholds_raises_the_alerts(prometheus):
     dcgm.set("DCGM_FI_DEV_GPU_TEMP", 25)
     dcgm.set("DCGM_FI_DEV_XID_ERRORS", 0)
     wait(lambda: alert_states() == set(), "the alerts to clear")
+
+
+def test_every_dashboard_query_is_valid_promql_and_the_gpu_panels_find_their_series(prometheus):
+    """The Grafana dashboards of the monitoring role (files/dashboards): Prometheus parses every panel's query
+    (template variables set to match all), and the GPU and vLLM panels that read recorded fields return data."""
+    api = prometheus["api"]
+    wait(lambda: query(api, "DCGM_FI_DEV_GPU_TEMP") and query(api, "vllm:num_requests_running"), "the series")
+    folder = os.path.join(ROOT, "roles", "monitoring", "files", "dashboards")
+    answered = set()
+    for name in sorted(os.listdir(folder)):
+        with open(os.path.join(folder, name)) as handle:
+            dashboard = json.load(handle)
+        assert dashboard["uid"].startswith("llmstack-") and dashboard["editable"] is False
+        for panel in dashboard["panels"]:
+            assert panel["datasource"]["uid"] == "${datasource}", (name, panel["title"])
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$host", ".*").replace("$gpu", ".*").replace("$model", ".*")
+                url = api + "/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    body = json.loads(response.read())
+                assert body["status"] == "success", (name, panel["title"], expr)
+                if body["data"]["result"]:
+                    answered.add((name, panel["title"]))
+    for title in ("GPU temperature", "GPU utilisation", "Power draw", "SM clock", "Framebuffer memory used",
+                  "Last XID"):
+        assert ("gpu.json", title) in answered, title
+    assert ("vllm.json", "Requests running and waiting") in answered
