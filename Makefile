@@ -22,7 +22,7 @@ APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fu
 # Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
 # stand-ins for update-grub/proxmox-boot-tool/update-initramfs) and the roles not implemented yet
 # (each fails clearly when run).
-LAB_SKIP_TAGS := vfio,guest_image,nvidia,monitoring,network_policy,burnin
+LAB_SKIP_TAGS := vfio,guest_image,nvidia,network_policy,burnin
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 # pytest exits 5 when it collects no test: an empty stage is not a failure.
 PYTEST = rc=0; $(PY) -m pytest $(1) || rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected in $(1)"; rc=0; fi; exit $$rc

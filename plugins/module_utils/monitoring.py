@@ -117,7 +117,10 @@ def jobs_from_inventory(hosts, groups, settings):
             dcgm.append({"address": _hostport(address, settings.get("dcgm_port", 9400)), "labels": {"host": host}})
         models = hv.get("models") or []
         if models:
-            vllm_address = hv.get("vllm_address") or _address(host, hv, vllm_vlan)
+            vllm_address = hv.get("vllm_address")
+            if not vllm_address or str(vllm_address) in ("0.0.0.0", "::"):
+                # Bound to every address (or not set): scrape it where the gateway reaches it.
+                vllm_address = _address(host, hv, vllm_vlan)
             vllm_address = need(host, vllm_address, "scraping vLLM", "vllm_bind_address")
             for model in models:
                 port = _port(model.get("port")) if isinstance(model, dict) else None
@@ -267,4 +270,117 @@ def alertmanager_config(settings):
              "target_matchers": ['alertname=~"VllmKvCacheNearlyFull|VllmRequestsQueueing"'],
              "equal": ["host", "model"]},
         ],
+    }
+
+
+IMAGE_TAG_RE = re.compile(r":(latest|main|stable|[0-9]+)$")
+SERVICES = ("dcgm-exporter", "node-exporter", "prometheus", "alertmanager", "grafana")
+
+
+def _pinned(image):
+    return isinstance(image, str) and ("@sha256:" in image or (
+        ":" in image.rsplit("/", 1)[-1] and not IMAGE_TAG_RE.search(image)))
+
+
+def compose(settings):
+    """The compose project of one host: ``services`` (a subset of SERVICES, in that order), ``address`` (the
+    management address every port is published on), ``images``, ``ports``, ``retention_time``, ``retention_size``,
+    ``collect_interval_ms`` (dcgm-exporter, = the GPU scrape interval), ``restart``.
+
+    File layout under the deployment directory: prometheus/ (prometheus.yml, rules/), alertmanager/, grafana/
+    (provisioning/, dashboards/), dcgm-counters.csv, data/<service>/ (owned by the service's user), secrets/."""
+    errors = []
+    services = settings.get("services") or []
+    for name in services:
+        if name not in SERVICES:
+            errors.append("monitoring: unknown service %r" % name)
+    images = settings.get("images") or {}
+    for name in services:
+        if name in SERVICES and not _pinned(images.get(name)):
+            errors.append("monitoring_%s_image: %r is not pinned to a version"
+                          % (name.replace("-", "_"), images.get(name)))
+    address = settings.get("address")
+    try:
+        ipaddress.ip_address(str(address))
+    except ValueError:
+        errors.append("monitoring_bind_address: %r is not an IP address (the host needs an address on monitoring_vlan)"
+                      % (address,))
+    ports = dict({"dcgm-exporter": 9400, "node-exporter": 9100, "prometheus": 9090, "alertmanager": 9093,
+                  "grafana": 3001}, **(settings.get("ports") or {}))
+    for name, port in ports.items():
+        if _port(port) is None:
+            errors.append("monitoring_%s_port: %r is not a TCP port" % (name.replace("-", "_"), port))
+    if errors:
+        raise MonitoringError(errors)
+    restart = settings.get("restart") or "unless-stopped"
+    logging = {"driver": "json-file", "options": {"max-size": "20m", "max-file": "5"}}
+
+    def publish(name, inner):
+        return ["%s:%s" % (_hostport(address, ports[name]), inner)]
+
+    out = {}
+    if "dcgm-exporter" in services:
+        out["dcgm-exporter"] = {
+            "image": images["dcgm-exporter"], "restart": restart,
+            # Our counters file, collected as often as Prometheus scrapes the GPU jobs.
+            "command": ["-f", "/etc/dcgm-exporter/llmstack-counters.csv", "-c",
+                        str(int(settings.get("collect_interval_ms") or 5000))],
+            "cap_add": ["SYS_ADMIN"],
+            "deploy": {"resources": {"reservations": {"devices": [
+                {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}},
+            "volumes": ["./dcgm-counters.csv:/etc/dcgm-exporter/llmstack-counters.csv:ro"],
+            "ports": publish("dcgm-exporter", 9400), "logging": logging}
+    if "node-exporter" in services:
+        out["node-exporter"] = {
+            "image": images["node-exporter"], "restart": restart,
+            "command": ["--path.rootfs=/host", "--web.listen-address=%s" % _hostport(address, ports["node-exporter"])],
+            "network_mode": "host", "pid": "host", "read_only": True,
+            "volumes": ["/:/host:ro,rslave"], "logging": logging}
+    if "prometheus" in services:
+        command = ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus",
+                   "--storage.tsdb.retention.time=%s" % (settings.get("retention_time") or "30d"),
+                   "--web.enable-lifecycle"]
+        if settings.get("retention_size"):
+            command.append("--storage.tsdb.retention.size=%s" % settings["retention_size"])
+        out["prometheus"] = {
+            "image": images["prometheus"], "restart": restart, "user": "65534:65534", "command": command,
+            "volumes": ["./prometheus:/etc/prometheus:ro", "./data/prometheus:/prometheus"],
+            "ports": publish("prometheus", 9090),
+            "healthcheck": {"test": ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:9090/-/ready"],
+                            "interval": "10s", "timeout": "5s", "retries": 12},
+            "logging": logging}
+    if "alertmanager" in services:
+        out["alertmanager"] = {
+            "image": images["alertmanager"], "restart": restart, "user": "65534:65534",
+            "command": ["--config.file=/etc/alertmanager/alertmanager.yml", "--storage.path=/alertmanager"],
+            "volumes": ["./alertmanager:/etc/alertmanager:ro", "./data/alertmanager:/alertmanager"],
+            "ports": publish("alertmanager", 9093),
+            "healthcheck": {"test": ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:9093/-/ready"],
+                            "interval": "10s", "timeout": "5s", "retries": 12},
+            "logging": logging}
+    if "grafana" in services:
+        out["grafana"] = {
+            "image": images["grafana"], "restart": restart, "user": "472:472",
+            "env_file": ["secrets/grafana.env"],
+            "environment": {"GF_AUTH_ANONYMOUS_ENABLED": "false", "GF_USERS_ALLOW_SIGN_UP": "false",
+                            "GF_ANALYTICS_REPORTING_ENABLED": "false", "GF_ANALYTICS_CHECK_FOR_UPDATES": "false",
+                            "GF_SERVER_ROOT_URL": "http://%s/" % _hostport(address, ports["grafana"])},
+            "volumes": ["./grafana/provisioning:/etc/grafana/provisioning:ro",
+                        "./grafana/dashboards:/var/lib/grafana/dashboards:ro", "./data/grafana:/var/lib/grafana"],
+            "ports": publish("grafana", 3000),
+            "healthcheck": {"test": ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:3000/api/health"],
+                            "interval": "10s", "timeout": "5s", "retries": 12},
+            "logging": logging}
+    return {"services": out}
+
+
+def grafana_provisioning(prometheus_url):
+    """The datasource and dashboard provider files Grafana reads at start."""
+    return {
+        "datasources": {"apiVersion": 1, "datasources": [{
+            "name": "Prometheus", "uid": "llmstack-prometheus", "type": "prometheus", "access": "proxy",
+            "url": prometheus_url, "isDefault": True, "editable": False}]},
+        "dashboards": {"apiVersion": 1, "providers": [{
+            "name": "pvegpu.llmstack", "folder": "LLM stack", "type": "file", "disableDeletion": True,
+            "allowUiUpdates": False, "options": {"path": "/var/lib/grafana/dashboards"}}]},
     }

@@ -64,8 +64,8 @@ def test_unimplemented_role_fails_clearly(tmp_path):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: auto_silent\n"
-        "  children:\n    observability:\n      hosts:\n        here: {}\n")
-    rc, out, err = playbook("playbooks/observability.yml", "-i", str(inventory), "--tags", "monitoring", "-e",
+        "  hosts:\n    here: {}\n")
+    rc, out, err = playbook("playbooks/network.yml", "-i", str(inventory), "--tags", "network_policy", "-e",
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
-    assert "pvegpu.llmstack.monitoring is not implemented yet (issue #9); nothing was changed" in out, out
+    assert "pvegpu.llmstack.network_policy is not implemented yet (no issue filed yet); nothing was changed" in out, out

@@ -124,3 +124,10 @@ def test_bad_alertmanager_settings_are_named(settings, fragment):
     with pytest.raises(monitoring.MonitoringError) as raised:
         monitoring.alertmanager_config(settings)
     assert any(fragment in e for e in raised.value.errors), raised.value.errors
+
+
+def test_vllm_bound_to_every_address_is_scraped_at_its_inference_address():
+    hosts, groups = inventory()
+    hosts["gpu-b"]["vllm_address"] = "0.0.0.0"
+    jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
+    assert jobs["vllm"]["targets"][-1]["address"] == "10.0.20.21:8003"

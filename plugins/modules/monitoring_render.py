@@ -1,0 +1,131 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: monitoring_render
+short_description: Prometheus, Alertmanager, Grafana and exporter configs of one host, from the inventory
+version_added: 0.1.0
+description:
+  - Builds the scrape jobs from inventory groups (names mappable) and each host's management (and, for vLLM,
+    inference) address, with C(host) and C(model) labels; GPU jobs at their own interval.
+  - Renders C(prometheus.yml), C(alertmanager.yml) (secrets referred to by file), Grafana's provisioning and the
+    compose project of this host (exporters on GPU VMs, the whole stack on observability hosts), images pinned.
+  - Bad input fails with one message per problem, each naming the host and variable. Changes nothing.
+author:
+  - pvegpu.llmstack contributors (@pvegpu)
+options:
+  hosts:
+    description: Inventory name to C({interfaces, models, vllm_address, litellm_metrics_address, litellm_port}).
+    type: dict
+    required: true
+  groups:
+    description: Group name to its hosts (Ansible's C(groups)).
+    type: dict
+    required: true
+  settings:
+    description:
+      - "C(vlan), C(vllm_vlan), C(groups), C(node_groups), C(gpu_interval), C(interval), C(evaluation_interval),
+        ports (C(dcgm_port), C(node_port), C(prometheus_port), C(alertmanager_port), C(grafana_port),
+        C(litellm_port)), C(rule_files), C(external_labels), C(alertmanager) (see the role)."
+    type: dict
+    required: true
+  compose:
+    description: "C(services), C(address), C(images), C(ports), C(retention_time), C(retention_size),
+      C(collect_interval_ms), C(restart)."
+    type: dict
+    required: true
+attributes:
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: all
+"""
+
+EXAMPLES = r"""
+- name: Render the monitoring of this host
+  pvegpu.llmstack.monitoring_render:
+    hosts: {gpu-a: {interfaces: [{vlan: mgmt, address: 192.168.10.20}], models: [{name: fast, port: 8001}]}}
+    groups: {gpu_vms: [gpu-a], observability: [mon]}
+    settings: {gpu_interval: 5s, interval: 15s}
+    compose: {services: [dcgm-exporter, node-exporter], address: 192.168.10.20, images: {}}
+  register: rendered
+"""
+
+RETURN = r"""
+jobs:
+  description: The scrape jobs (name, interval, path, targets with labels).
+  returned: success
+  type: list
+  elements: dict
+prometheus:
+  description: prometheus.yml as a dict.
+  returned: success
+  type: dict
+alertmanager:
+  description: alertmanager.yml as a dict.
+  returned: success
+  type: dict
+grafana:
+  description: Grafana's provisioning files (C(datasources), C(dashboards)) as dicts.
+  returned: success
+  type: dict
+compose:
+  description: The compose project of this host.
+  returned: success
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import monitoring
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            hosts=dict(type="dict", required=True),
+            groups=dict(type="dict", required=True),
+            settings=dict(type="dict", required=True),
+            compose=dict(type="dict", required=True),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    errors = []
+    result = {}
+    builders = (
+        ("jobs", monitoring.jobs_from_inventory, (params["hosts"], params["groups"], params["settings"])),
+        ("alertmanager", monitoring.alertmanager_config, (params["settings"].get("alertmanager") or {},)),
+        ("compose", monitoring.compose, (params["compose"],)),
+    )
+    for key, build, args in builders:
+        try:
+            result[key] = build(*args)
+        except monitoring.MonitoringError as exc:
+            errors.extend(exc.errors)
+    if not errors:
+        try:
+            result["prometheus"] = monitoring.prometheus_config(result["jobs"], params["settings"])
+        except monitoring.MonitoringError as exc:
+            errors.extend(exc.errors)
+    if errors:
+        module.fail_json(msg="monitoring: %d problem(s): %s" % (len(errors), "; ".join(errors)), problems=errors)
+    # Grafana reaches Prometheus inside the compose project.
+    result["grafana"] = monitoring.grafana_provisioning("http://prometheus:9090")
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""The monitoring role on this machine (connection local, monitoring_dir under a temp dir), for a GPU VM and an
+observability host of a small inventory. No GPU, no Docker engine and no registry here: llmstack_start_services
+is false, so nothing starts; what the role wrote is checked with the real tools: Debian's docker-compose validates
+both compose projects, promtool checks prometheus.yml with the installed rules (tests/integration/
+test_prometheus_scrape.py runs a real Prometheus on the same kind of config). Not verified here: the images
+themselves, dcgm-exporter on a GPU, Alertmanager delivering to a receiver."""
+
+import os
+import re
+import stat
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import parse_json_report, playbook
+
+pytestmark = pytest.mark.slow
+WEBHOOK = "https://hooks.example.invalid/services/T0K3N-%s" % os.getpid()
+
+
+def write_inventory(base, **obs_vars):
+    obs = {"monitoring_dir": str(base / "obs"), "llmstack_interfaces": [{"vlan": "mgmt", "address": "10.99.10.14"}],
+           "monitoring_alert_webhook_url": WEBHOOK,
+           "monitoring_alert_email": {"to": "ops@llmstack.test", "from": "alerts@llmstack.test",
+                                      "smarthost": "smtp.llmstack.test:587", "username": "alerts",
+                                      "password": "smtp-%s" % os.getpid()}}
+    obs.update(obs_vars)
+    data = {"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "llmstack_start_services": False},
+        "children": {
+            "gpu_vms": {"hosts": {"gpu-a": {
+                "monitoring_dir": str(base / "gpu"),
+                "llmstack_interfaces": [{"vlan": "mgmt", "address": "10.99.10.20"},
+                                        {"vlan": "inference", "address": "10.99.20.20"}],
+                "vllm_models": [{"name": "fast", "port": 8001}, {"name": "balanced", "port": 8002}]}}},
+            "llm_gateways": {"hosts": {"gw": {"llmstack_interfaces": [{"vlan": "mgmt", "address": "10.99.10.12"}]}}},
+            "observability": {"hosts": {"obs": obs}}}}}
+    path = base / "hosts.yml"
+    path.write_text(yaml.safe_dump(data))
+    play = base / "play.yml"
+    play.write_text("- hosts: observability:gpu_vms\n  gather_facts: false\n  roles: [pvegpu.llmstack.monitoring]\n")
+    return str(path), str(play)
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    base = tmp_path_factory.mktemp("monitoring")
+    inventory, play = write_inventory(base)
+    rc, out, err = playbook("-i", inventory, play, json_output=True)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    first = parse_json_report(out)
+    password = (base / "obs" / "secrets" / "grafana_password").read_text().strip()
+    rc, out, err = playbook("-i", inventory, play, json_output=True)
+    assert rc == 0, out[-4000:]
+    return {"base": base, "first": first, "second": parse_json_report(out), "password": password, "output": out}
+
+
+def test_a_rerun_changes_nothing_and_keeps_the_grafana_password(deployed):
+    assert deployed["first"]["stats"]["obs"]["changed"] > 0
+    for host in ("obs", "gpu-a"):
+        assert deployed["second"]["stats"][host]["changed"] == 0, deployed["second"]["stats"]
+    assert (deployed["base"] / "obs" / "secrets" / "grafana_password").read_text().strip() == deployed["password"]
+    assert len(deployed["password"]) >= 24
+
+
+def test_both_compose_projects_are_valid_and_publish_on_the_management_address_only(deployed):
+    for host, address, services in (("gpu", "10.99.10.20", ["dcgm-exporter", "node-exporter"]),
+                                    ("obs", "10.99.10.14", ["alertmanager", "grafana", "node-exporter",
+                                                            "prometheus"])):
+        path = deployed["base"] / host / "docker-compose.yml"
+        result = subprocess.run(["docker-compose", "-f", str(path), "config", "-q"], capture_output=True, text=True,
+                                check=False)
+        assert result.returncode == 0, result.stderr
+        compose = yaml.safe_load(path.read_text())
+        assert sorted(compose["services"]) == services
+        for name, service in compose["services"].items():
+            assert not re.search(r":(latest|[0-9]+)$", service["image"]), service["image"]
+            for port in service.get("ports", []):
+                assert port.startswith(address + ":"), (name, port)
+    gpu = yaml.safe_load((deployed["base"] / "gpu" / "docker-compose.yml").read_text())["services"]
+    assert gpu["dcgm-exporter"]["command"] == ["-f", "/etc/dcgm-exporter/llmstack-counters.csv", "-c", "5000"]
+    assert gpu["dcgm-exporter"]["cap_add"] == ["SYS_ADMIN"]
+    assert "--path.rootfs=/host" in gpu["node-exporter"]["command"] and gpu["node-exporter"]["pid"] == "host"
+    obs = yaml.safe_load((deployed["base"] / "obs" / "docker-compose.yml").read_text())["services"]
+    assert "--web.enable-lifecycle" in obs["prometheus"]["command"]
+    assert obs["prometheus"]["user"] == "65534:65534" and obs["grafana"]["user"] == "472:472"
+    assert obs["grafana"]["environment"]["GF_AUTH_ANONYMOUS_ENABLED"] == "false"
+
+
+def test_promtool_accepts_the_written_prometheus_config_and_rules(deployed, tmp_path):
+    obs = deployed["base"] / "obs" / "prometheus"
+    config = yaml.safe_load((obs / "prometheus.yml").read_text())
+    assert config["rule_files"] == ["/etc/prometheus/rules/*.yml"]
+    # The path inside the container; point it at the written rules to check them together.
+    config["rule_files"] = [str(obs / "rules" / "*.yml")]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("SUCCESS") >= 5
+    jobs = {c["job_name"]: c for c in config["scrape_configs"]}
+    assert jobs["dcgm"]["scrape_interval"] == "5s" and jobs["node"]["scrape_interval"] == "15s"
+    assert [sc["targets"] for sc in jobs["vllm"]["static_configs"]] == [["10.99.20.20:8001"], ["10.99.20.20:8002"]]
+    assert jobs["litellm"]["static_configs"][0]["targets"] == ["10.99.10.12:4000"]
+    assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["10.99.10.14:9093"]
+
+
+def test_no_default_credentials_and_secrets_only_in_their_files(deployed):
+    base = deployed["base"]
+    rendered = []
+    for root, _dirs, files in os.walk(base):
+        for name in files:
+            if name not in ("hosts.yml", "play.yml"):
+                rendered.append(os.path.join(root, name))
+    texts = {}
+    for path in rendered:
+        with open(path) as handle:
+            texts[path] = handle.read()
+    for path, text in texts.items():
+        assert "GF_SECURITY_ADMIN_PASSWORD=admin" not in text, path
+        for literal in ("admin", "changeme", "password"):
+            assert not re.search(r"[:=]\s*['\"]?%s['\"]?\s*$" % literal, text, re.M), (path, literal)
+    secrets = {os.path.join(str(base), "obs", "secrets", "grafana_password"),
+               os.path.join(str(base), "obs", "secrets", "grafana.env")}
+    for path, text in texts.items():
+        if path not in secrets:
+            assert deployed["password"] not in text, path
+    env = (base / "obs" / "secrets" / "grafana.env").read_text()
+    assert "GF_SECURITY_ADMIN_PASSWORD=%s\n" % deployed["password"] in env
+    assert "GF_SECURITY_ADMIN_USER=llmstack" in env
+    assert WEBHOOK not in deployed["output"] and deployed["password"] not in deployed["output"]
+    webhook_file = base / "obs" / "alertmanager" / "secrets" / "webhook_url"
+    assert webhook_file.read_text().strip() == WEBHOOK
+    assert [p for p, t in texts.items() if WEBHOOK in t] == [str(webhook_file)]
+    for path in (webhook_file, base / "obs" / "alertmanager" / "secrets" / "smtp_password",
+                 base / "obs" / "secrets" / "grafana_password", base / "obs" / "secrets" / "grafana.env"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert webhook_file.stat().st_uid == 65534   # Alertmanager runs as nobody
+    alertmanager = yaml.safe_load((base / "obs" / "alertmanager" / "alertmanager.yml").read_text())
+    email = alertmanager["receivers"][0]["email_configs"][0]
+    assert email["auth_password_file"] == "/etc/alertmanager/secrets/smtp_password" and "auth_password" not in email
+
+
+def test_data_directories_belong_to_the_services_users(deployed):
+    data = deployed["base"] / "obs" / "data"
+    assert {name: (data / name).stat().st_uid for name in ("prometheus", "alertmanager", "grafana")} == {
+        "prometheus": 65534, "alertmanager": 65534, "grafana": 472}
+
+
+def test_dashboards_and_provisioning_are_installed(deployed):
+    grafana = deployed["base"] / "obs" / "grafana"
+    assert sorted(os.listdir(grafana / "dashboards")) == ["gateway.json", "gpu.json", "vllm.json"]
+    datasource = yaml.safe_load((grafana / "provisioning" / "datasources" / "llmstack.yml").read_text())
+    assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
+    assert (deployed["base"] / "gpu" / "dcgm-counters.csv").read_text().count("DCGM_FI_DEV_") >= 15
+
+
+def test_a_host_without_a_management_address_is_named_before_anything_is_written(tmp_path):
+    inventory, play = write_inventory(tmp_path, llmstack_interfaces=[{"vlan": "apps", "address": "10.99.30.14"}])
+    rc, out, err = playbook("-i", inventory, play)
+    assert rc != 0
+    assert "host obs: no address on VLAN mgmt in llmstack_interfaces" in out, out[-3000:]
+    assert not (tmp_path / "obs").exists()
