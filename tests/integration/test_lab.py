@@ -125,6 +125,23 @@ def test_the_gateway_traces_to_the_langfuse_project_and_its_tls_proxy_config_is_
     assert "172.30.30.12" in san.stdout and "lab-gateway" in san.stdout, san.stdout + san.stderr
 
 
+def test_prometheus_on_lab_obs_scrapes_every_gpu_vm_from_the_inventory(running_lab):
+    """monitoring on lab-obs: prometheus.yml lists each GPU VM's dcgm-exporter on its management address and each
+    model on its inference address; the GPU VMs carry the exporters' compose project; nothing is started."""
+    import yaml
+
+    config = yaml.safe_load(
+        podman("exec", "llmstack-lab-obs", "cat", "/opt/monitoring/prometheus/prometheus.yml").stdout)
+    jobs = {c["job_name"]: c for c in config["scrape_configs"]}
+    assert sorted(t for sc in jobs["dcgm"]["static_configs"] for t in sc["targets"]) == [
+        "172.30.10.20:9400", "172.30.10.21:9400"]
+    assert "172.30.20.20:8001" in [t for sc in jobs["vllm"]["static_configs"] for t in sc["targets"]]
+    compose = yaml.safe_load(podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/monitoring/docker-compose.yml").stdout)
+    assert sorted(compose["services"]) == ["dcgm-exporter", "node-exporter"]
+    mode = podman("exec", "llmstack-lab-obs", "stat", "-c", "%a", "/opt/monitoring/secrets/grafana_password")
+    assert mode.stdout.strip() == "600"
+
+
 def lab_api():
     from proxmoxer import ProxmoxAPI
 
