@@ -164,6 +164,26 @@ def test_crossing_the_thresholds_raises_the_alerts(prometheus):
     wait(lambda: alert_states() == set(), "the alerts to clear")
 
 
+def test_a_temperature_at_the_fail_line_fires_the_critical_alert_after_its_minute(prometheus):
+    """90 °C (seed 000's fail line) fires GpuTemperatureCritical once it has held for its 1 minute; 89 °C never."""
+    api, dcgm = prometheus["api"], prometheus["dcgm"]
+
+    def critical():
+        return [a["metric"]["alertstate"] for a in query(api, 'ALERTS{alertname="GpuTemperatureCritical"}')]
+
+    dcgm.set("DCGM_FI_DEV_GPU_TEMP", 89)
+    wait(lambda: query(api, 'DCGM_FI_DEV_GPU_TEMP{host="gpu-a"} == 89'), "89 °C to be scraped")
+    time.sleep(3)
+    assert critical() == []
+    dcgm.set("DCGM_FI_DEV_GPU_TEMP", 90)
+    wait(lambda: critical() == ["pending"], "the critical alert to be pending")
+    started = time.monotonic()
+    wait(lambda: critical() == ["firing"], "the critical alert to fire", timeout=90)
+    assert time.monotonic() - started > 50, "fired before its minute was up"
+    dcgm.set("DCGM_FI_DEV_GPU_TEMP", 25)
+    wait(lambda: critical() == [], "the critical alert to clear")
+
+
 def test_every_dashboard_query_is_valid_promql_and_the_gpu_panels_find_their_series(prometheus):
     """The Grafana dashboards of the monitoring role (files/dashboards): Prometheus parses every panel's query
     (template variables set to match all), and the GPU and vLLM panels that read recorded fields return data."""
