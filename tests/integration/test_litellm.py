@@ -365,11 +365,17 @@ def test_requests_reach_the_upstream_of_their_group_with_its_vllm_key(proxy):
 
 
 def test_streaming_through_the_proxy_keeps_the_upstream_cadence(proxy):
-    result = llm_load.stream_once(proxy["url"], proxy["master"], "reasoning")
-    assert result["error"] is None and result["upstream"] == "b-reasoning"
     # fake_vllm sends 8 content chunks 10 ms apart: they arrive as 8 chunks, spaced, not as one burst.
-    # (the proxy's first request of a worker may bunch the first chunks, so the median and the span are checked)
-    assert result["chunks"] == 8 and sorted(result["gaps"])[3] > 0.005 and sum(result["gaps"]) > 0.04
+    # A worker's first request, or a busy machine (the tests run two at a time on two cores), may bunch a few
+    # chunks, so the median gap and the span are checked, best of three requests; a buffering proxy fails all three.
+    results = []
+    for _attempt in range(3):
+        result = llm_load.stream_once(proxy["url"], proxy["master"], "reasoning")
+        assert result["error"] is None and result["upstream"] == "b-reasoning"
+        results.append(result)
+        if result["chunks"] == 8 and sorted(result["gaps"])[3] > 0.005 and sum(result["gaps"]) > 0.04:
+            return
+    raise AssertionError("no request kept the cadence: %s" % [r["gaps"] for r in results])
 
 
 def test_an_unknown_model_and_a_wrong_key_are_refused_and_the_master_key_is_accepted(proxy):
