@@ -13,12 +13,14 @@ export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
 export ANSIBLE_ROLES_PATH := $(ROOT)/roles
 export ANSIBLE_NOCOLOR := 1
 export PY_COLORS := 0
+# The audit_log callback (enabled in ansible.cfg) records every run of the lab and the tests here.
+export LLMSTACK_AUDIT_LOG ?= $(ROOT)/.cache/audit/audit.jsonl
 
 COLLECTION_LINK := .cache/collections/ansible_collections/pvegpu/llmstack
 # Debian packages the tests need (podman with runc and netavark, debootstrap for the images,
-# shellcheck for ansible-test sanity).
+# shellcheck for ansible-test sanity; nginx, caddy, prometheus and rsyslog are run in the foreground by tests).
 APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs \
-	debootstrap shellcheck docker-compose nginx caddy prometheus
+	debootstrap shellcheck docker-compose nginx caddy prometheus rsyslog
 # Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
 # stand-ins for update-grub/proxmox-boot-tool/update-initramfs) and the roles not implemented yet
 # (each fails clearly when run).
@@ -28,7 +30,7 @@ MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard mol
 PYTEST = rc=0; $(PY) -m pytest $(1) || rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected in $(1)"; rc=0; fi; exit $$rc
 
 .PHONY: help setup apt venv venv-litellm link image test test-quick lint sanity units molecule integration \
-	lab lab-up lab-down docs docs-check build bench clean
+	lab lab-up lab-down docs docs-check build ee bench clean
 
 help:
 	@echo "make setup       venv, Debian packages, podman config, base image (idempotent)"
@@ -37,6 +39,7 @@ help:
 	@echo "make test-quick  lint + units + the fast integration tests"
 	@echo "make docs        regenerate the role READMEs and docs/roles/ from meta/argument_specs.yml"
 	@echo "make build       build the collection tarball"
+	@echo "make ee          write the execution environment's build context (ansible-builder create)"
 
 # ---------------------------------------------------------------- setup
 setup: apt venv venv-litellm link image
@@ -102,6 +105,7 @@ integration: link image
 bench: link
 	$(PY) tools/bench.py
 	$(PY) tools/bench_litellm.py
+	$(PY) tools/bench_audit_log.py
 
 # ---------------------------------------------------------------- lab
 lab: setup lab-up
@@ -123,6 +127,16 @@ docs-check:
 
 build: link
 	ansible-galaxy collection build --force
+
+# The execution environment's build context (execution-environment.yml, docs/awx.md): the collection tarball and
+# `ansible-builder create`. Building the image needs a container engine that can pull the base image (not here):
+#   ansible-builder build -f execution-environment.yml -t llmstack-ee:$(shell awk '/^version:/{print $$2}' galaxy.yml)
+EE_CONTEXT ?= $(ROOT)/.cache/ee
+ee: link
+	rm -rf .cache/ee-collection && mkdir -p .cache/ee-collection
+	ansible-galaxy collection build --force --output-path .cache/ee-collection
+	cp .cache/ee-collection/pvegpu-llmstack-*.tar.gz .cache/ee-collection/pvegpu-llmstack.tar.gz
+	ansible-builder create -f execution-environment.yml -c $(EE_CONTEXT) --output-filename Containerfile
 
 clean:
 	rm -rf .cache tests/output pvegpu-llmstack-*.tar.gz
