@@ -8,11 +8,14 @@ fakepve's own CLI always has a node 'pve1'; the lab's nodes carry the inventory 
 Binds only to a loopback address (refuses any other).
 
 fakepve answers the PCI resource mappings (/cluster/mapping/pci) from the schema with placeholders and
-stores none, and it does not implement disk resize. :class:`LabPve` adds both, following PVE's API
-(pve-manager PVE/API2/Cluster/Mapping/PCI.pm, qemu-server's resize_vm): a mapping config with a digest,
-create/update/delete, and a resize that grows the volume and the drive's size= (never shrinks). The lab
-and the integration tests use it; it is a test double for those two areas only, everything else is
-fakepve's.
+stores none, it does not implement disk resize, and it stores a drive's ``import-from`` as given instead of
+importing. :class:`LabPve` adds those three, following PVE's API (pve-manager PVE/API2/Cluster/Mapping/PCI.pm,
+qemu-server's resize_vm and its import-from handling): a mapping config with a digest, create/update/delete; a
+resize that grows the volume and the drive's size= (never shrinks); and ``<storage>:0,import-from=<volume>`` on
+a config update allocating a volume of the source's size, the drive's old volume becoming ``unusedN``, deleting
+``unusedN`` freeing it. The ``local`` storage gets the ``import`` content type; its import volumes are the
+files of ``import_dir`` (``--import-dir``), as /var/lib/vz/import is on a node. The lab and the integration
+tests use it; it is a test double for those areas only, everything else is fakepve's.
 """
 
 import argparse
@@ -59,10 +62,64 @@ def lab_pve_class():
         return str(size)
 
     class LabPve(FakePve):
-        def __init__(self, *args, **kwargs):
+        def __init__(self, *args, import_dir=None, **kwargs):
             super().__init__(*args, **kwargs)
             # id -> {"map": [...], "description": str}
             self.pci_mappings = {}
+            self.import_dir = import_dir
+            local = self.storages.get("local")
+            if local is not None and "import" not in local["content"].split(","):
+                local["content"] += ",import"
+
+        def _import_volume(self, source, user):
+            """{size} of an import source volume (a file of import_dir for local:import/<name>)."""
+            match = re.match(r"^([^:\s]+):(import|images)/(.+)$", source)
+            if source.startswith("/"):
+                if user != "root@pam":
+                    raise PveError(403, "Permission check failed (only root can import from an absolute path)")
+                raise routing.die("the lab's PVE double imports from volumes, not paths")
+            if not match:
+                raise routing.die("unable to parse volume ID '%s'" % source)
+            sid, content, name = match.groups()
+            self.require(user, "/storage/" + sid, "Datastore.Audit")
+            if sid == "local" and content == "import" and self.import_dir:
+                path = os.path.join(self.import_dir, name)
+                if os.path.isfile(path) and "/" not in name:
+                    return {"size": os.path.getsize(path)}
+            vol = self._qm_volume(source)
+            if vol is None:
+                raise routing.die("volume '%s' does not exist" % source)
+            return vol
+
+        async def _apply_config(self, vm, user, p):
+            p = dict(p)
+            displaced = []
+            for key in list(p):
+                value = str(p[key])
+                if not re.match(r"^(scsi|virtio|sata|ide)\d+$", key) or "import-from=" not in value:
+                    continue
+                volume, props = split_drive(value)
+                source = props.pop("import-from")
+                target = re.match(r"^([^:\s]+):0$", volume)
+                if not target:
+                    raise routing.param_error(**{key: "import-from needs a new volume <storage>:0"})
+                self.require(user, "/storage/" + target.group(1), "Datastore.AllocateSpace")
+                size = int(self._import_volume(source, user).get("size") or 0)
+                volid, dummy_fmt = self._qm_alloc(target.group(1), vm.vmid, props.pop("format", None), size)
+                props["size"] = format_size(size)
+                if vm.config.get(key):
+                    displaced.append(split_drive(vm.config[key])[0])
+                p[key] = join_drive(volid, props)
+            deleted = [k for k in str(p.get("delete", "") or "").split(",") if re.match(r"^unused\d+$", k)]
+            freed = [split_drive(vm.config[k])[0] for k in deleted if k in vm.config]
+            await super()._apply_config(vm, user, p)
+            for volume in freed:
+                self._qm_free(volume)
+            for volume in displaced:
+                n = 0
+                while "unused%d" % n in vm.config:
+                    n += 1
+                vm.config["unused%d" % n] = volume
 
         def _mapping_digest(self):
             return routing.sha1(json.dumps(self.pci_mappings, sort_keys=True))
@@ -139,7 +196,8 @@ async def serve(args):
 
     with open(args.password_file) as handle:
         password = handle.read().strip()
-    pve = lab_pve_class()(user=args.user, password=password, host=args.host, port=args.port)
+    pve = lab_pve_class()(user=args.user, password=password, host=args.host, port=args.port,
+                          import_dir=args.import_dir)
     pve.time_scale = 0
     pve.cluster_name = args.cluster
     pve.nodes.clear()
@@ -164,6 +222,8 @@ def main(argv=None):
     parser.add_argument("--password-file", required=True)
     parser.add_argument("--nodes", required=True, help="comma-separated node names")
     parser.add_argument("--cluster", default="llmstack-lab")
+    parser.add_argument("--import-dir",
+                        help="the files of storage local's import content (a node's /var/lib/vz/import)")
     args = parser.parse_args(argv)
     if not os.path.exists(args.password_file):
         parser.error("no password file %s" % args.password_file)
