@@ -20,11 +20,12 @@ COLLECTION_LINK := .cache/collections/ansible_collections/pvegpu/llmstack
 # Debian packages the tests need (podman with runc and netavark, debootstrap for the images,
 # shellcheck for ansible-test sanity; nginx, caddy, prometheus and rsyslog are run in the foreground by tests).
 APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs \
-	debootstrap shellcheck docker-compose nginx caddy prometheus rsyslog
+	debootstrap shellcheck docker-compose nginx caddy prometheus rsyslog \
+	qemu-system-x86 ovmf qemu-utils mtools dosfstools fdisk
 # Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
 # stand-ins for update-grub/proxmox-boot-tool/update-initramfs) and the roles not implemented yet
 # (each fails clearly when run).
-LAB_SKIP_TAGS := vfio,guest_image,nvidia,network_policy,burnin
+LAB_SKIP_TAGS := vfio,nvidia,network_policy,burnin
 MOLECULE_SCENARIOS := $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 # pytest exits 5 when it collects no test: an empty stage is not a failure.
 PYTEST = rc=0; $(PY) -m pytest $(1) || rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected in $(1)"; rc=0; fi; exit $$rc

@@ -80,6 +80,21 @@ def ensure_password():
     return path
 
 
+def ensure_import_dir():
+    """The nodes' import storage (local:import/...): guest_image builds the lab's images into it."""
+    path = os.path.join(STATE, "pve-import")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def ensure_ssh_key():
+    """The lab's SSH key pair: guest images built by the lab let root in with it (key-only SSH)."""
+    path = os.path.join(STATE, "id_ed25519")
+    if not os.path.exists(path):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmstack-lab", "-f", path], check=True)
+    return path
+
+
 def fakepve_settings(hostvars, groups):
     vms = groups.get("gpu_vms", [])
     port = int(hostvars.get(vms[0], {}).get("gpu_vm_api_port", 18006)) if vms else 18006
@@ -121,7 +136,7 @@ def start_fakepve(hostvars, groups):
     with open(logfile, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, "tools", "lab_fakepve.py"), "--host", host, "--port", str(port),
-             "--password-file", ensure_password(), "--nodes", ",".join(nodes)],
+             "--password-file", ensure_password(), "--nodes", ",".join(nodes), "--import-dir", ensure_import_dir()],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     with open(pidfile, "w") as handle:
         handle.write("%d\n" % proc.pid)
@@ -172,6 +187,7 @@ def start_containers(hostvars):
 def up(_args):
     ensure_state_dir()
     ensure_password()
+    ensure_ssh_key()
     hostvars, groups = inventory()
     start_containers(hostvars)
     start_fakepve(hostvars, groups)

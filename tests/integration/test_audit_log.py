@@ -407,6 +407,11 @@ def awx_project(tmp_path):
     (project / ".cache" / "lab").mkdir(parents=True)
     password = secrets.token_urlsafe(24)
     (project / ".cache" / "lab" / "pve_api_password").write_text(password + "\n")
+    # What the lab inventory reads besides: the mirror script and the lab's SSH key (guest images).
+    (project / "tools").mkdir()
+    shutil.copy(os.path.join(ROOT, "tools", "debian-mirror.sh"), project / "tools" / "debian-mirror.sh")
+    key = project / ".cache" / "lab" / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     name = "llmstack-audit-obs-%s" % secrets.token_hex(4)
     hosts_file = project / "inventories" / "lab" / "hosts.yml"
     hosts = yaml.safe_load(hosts_file.read_text())

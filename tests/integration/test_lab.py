@@ -64,9 +64,9 @@ def test_every_host_holds_its_network_fact(running_lab):
     # The values of inventories/lab (group_vars/all and host_vars), written out.
     assert facts["gpu-a"] == [
         {"vlan": "mgmt", "id": 10, "address": "172.30.10.20", "prefix": 24, "cidr": "172.30.10.0/24",
-         "gateway": "172.30.10.1", "bridge": "vmbr0"},
+         "gateway": "172.30.10.1", "bridge": "vmbr0", "mac": "BC:24:11:1A:10:20"},
         {"vlan": "inference", "id": 20, "address": "172.30.20.20", "prefix": 24, "cidr": "172.30.20.0/24",
-         "gateway": "172.30.20.1", "bridge": "vmbr0"}]
+         "gateway": "172.30.20.1", "bridge": "vmbr0", "mac": "BC:24:11:1A:20:20"}]
     assert [(i["vlan"], i["address"]) for i in facts["gateway"]] == [
         ("mgmt", "172.30.10.12"), ("inference", "172.30.20.12"), ("apps", "172.30.30.12")]
     assert [(i["vlan"], i["id"]) for i in facts["client"]] == [("apps", 30)]
@@ -219,3 +219,20 @@ def test_summary_says_what_was_not_run(running_lab):
     assert "https://127.0.0.1:18006" in out and "running" in out
     assert "lab-gpu-a    container llmstack-lab-gpu-a" in out
     assert "Not run in the lab (vfio needs a boot loader" in out
+
+
+def test_gpu_vms_boot_the_guest_image_built_for_them(running_lab):
+    """guest_image built each VM's image into the lab PVE's import directory and imported it into scsi0."""
+    api = lab_api()
+    for node, vmid, host in (("lab-pve-a", 120, "lab-gpu-a"), ("lab-pve-b", 121, "lab-gpu-b")):
+        with open(os.path.join(ROOT, ".cache", "lab", "pve-import", host + ".raw.json")) as handle:
+            record = json.load(handle)
+        config = api.nodes(node).qemu(vmid).config.get()
+        assert "llmstack-img-" + record["digest"][:12] in config["tags"].split(";")
+        assert config["boot"] == "order=scsi0"
+        assert not [k for k in config if k.startswith("unused")], config
+        # The image has the VM's disk size, so gpu_vm never resizes the imported disk.
+        assert split(config["scsi0"])[1]["size"] == "64G"
+        assert sorted(p for p in record["inputs"]["files"] if p.startswith("etc/systemd/network/")) == [
+            "etc/systemd/network/10-llmstack-00-mgmt.network", "etc/systemd/network/10-llmstack-01-inference.network"]
+        assert os.path.getsize(os.path.join(ROOT, ".cache", "lab", "pve-import", host + ".raw")) == 64 * 1024 ** 3

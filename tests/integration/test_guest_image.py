@@ -1,0 +1,301 @@
+"""The guest_image role: a Debian 13 image built by the real role (debootstrap from the machine's own mirror,
+mkfs.ext4 -d, mkfs.vfat + mtools, sfdisk), booted with QEMU TCG + OVMF and checked over SSH.
+
+QEMU runs the image as PVE would present it (q35, OVMF, virtio-scsi disk, a virtio NIC with the inventory's MAC),
+with user networking restricted to the guest (``restrict=on``): the only way in is a forward from a loopback
+port to the guest's SSH. The QEMU guest agent is reached over its virtio-serial socket. Nothing here is a double;
+what is not exercised is a real PVE (the import of the image into a VM) and GPUs.
+"""
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+import yaml
+from conftest import ROOT, parse_json_report, playbook
+
+pytestmark = pytest.mark.slow
+
+MAC = "52:54:00:4c:4d:01"
+ADDRESS = "10.99.20.30"          # the inference VLAN of the test inventory; slirp's network in QEMU
+CACHE = os.path.join(ROOT, ".cache", "guest-image")
+OVMF_CODE = "/usr/share/OVMF/OVMF_CODE_4M.fd"
+OVMF_VARS = "/usr/share/OVMF/OVMF_VARS_4M.fd"
+
+
+def mirror():
+    return subprocess.run([os.path.join(ROOT, "tools", "debian-mirror.sh")], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def write_inventory(base, **overrides):
+    host = {"ansible_connection": "local", "inventory_check_publish_facts": False,
+            "llmstack_interfaces": [{"vlan": "inference", "address": ADDRESS, "mac": MAC}],
+            "guest_image_mirror": mirror(), "guest_image_dir": str(base / "images"),
+            "guest_image_work_dir": str(base / "work"), "guest_image_cache_dir": CACHE,
+            "guest_image_install_tools": False, "guest_image_import": False, "guest_image_disk_gib": 3,
+            "guest_image_domain": "lab.test",
+            "guest_image_timezone": "Asia/Shanghai",
+            "guest_image_authorized_keys": [(base / "id_ed25519.pub").read_text().strip()] if
+            (base / "id_ed25519.pub").exists() else []}
+    host.update(overrides)
+    data = {"all": {"vars": {"llmstack_vlans": {
+        "mgmt": {"id": 10, "cidr": "10.99.10.0/24", "gateway": "10.99.10.1"},
+        "inference": {"id": 20, "cidr": "10.99.20.0/24", "gateway": "10.99.20.1"}}},
+        "children": {"gpu_vms": {"hosts": {"gpu-test": host}}}}}
+    path = base / ("hosts-%s.yml" % secrets.token_hex(3))
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def run_role(inventory, *extra):
+    return playbook("playbooks/guests.yml", "-i", inventory, "--tags", "guest_image", "--skip-tags",
+                    "inventory_check", *extra, json_output=True, timeout=1500)
+
+
+def stats(out):
+    return parse_json_report(out)["stats"]["gpu-test"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    base = tmp_path_factory.mktemp("guest")
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "test@llmstack", "-f",
+                    str(base / "id_ed25519")], check=True)
+    inventory = write_inventory(base)
+    started = time.monotonic()
+    rc, out, err = run_role(inventory)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    first = {"stats": stats(out), "seconds": time.monotonic() - started}
+    rc, out, err = run_role(inventory)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    second = stats(out)
+    image = base / "images" / "gpu-test.raw"
+    record = json.loads((base / "images" / "gpu-test.raw.json").read_text())
+    return {"base": base, "inventory": inventory, "first": first, "second": second, "image": image,
+            "record": record}
+
+
+def test_a_second_run_with_the_same_inputs_does_not_rebuild(built):
+    assert built["first"]["stats"]["changed"] >= 1
+    assert built["second"]["changed"] == 0 and built["second"]["failures"] == 0, built["second"]
+    assert built["record"]["inputs"]["suite"] == "trixie" and built["record"]["inputs"]["mirror"] == mirror()
+    assert "openssh-server" in built["record"]["inputs"]["packages"]
+    assert "etc/fstab" in built["record"]["inputs"]["files"]
+    times = (built["first"]["seconds"], built["record"]["build_seconds"])
+    print("build: %.0f s (the role, first run; image built in %.0f s)" % times)
+
+
+def test_changed_inputs_are_named_and_check_mode_predicts_a_rebuild(built):
+    inventory = write_inventory(built["base"], guest_image_timezone="Europe/Berlin")
+    rc, out, err = run_role(inventory, "--check")
+    assert rc == 0, out[-3000:]
+    report = parse_json_report(out)
+    results = [h for play in report["plays"] for task in play["tasks"] for h in task["hosts"].values()
+               if h.get("rebuilt_because")]
+    assert results and "files" in results[0]["rebuilt_because"] and "timezone" in results[0]["rebuilt_because"]
+    # check mode changed nothing
+    assert json.loads((built["base"] / "images" / "gpu-test.raw.json").read_text()) == built["record"]
+
+
+def test_the_partition_table_and_file_systems(built):
+    table = json.loads(subprocess.run(["sfdisk", "--json", str(built["image"])], capture_output=True, text=True,
+                                      check=True).stdout)["partitiontable"]
+    assert table["label"] == "gpt"
+    types = [p["type"] for p in table["partitions"]]
+    assert types == ["C12A7328-F81F-11D2-BA4B-00A0C93EC93B", "4F68BCE3-E8CD-4DB1-96E7-FBCAF984B709"]
+    assert all(p["start"] % 2048 == 0 for p in table["partitions"])
+    assert os.path.getsize(built["image"]) == 3 * 1024 ** 3
+
+
+def test_bad_settings_fail_before_anything_is_built(tmp_path):
+    inventory = write_inventory(tmp_path, guest_image_mirror="", guest_image_authorized_keys=[],
+                                guest_image_timezone="../etc", llmstack_interfaces=[])
+    rc, out, err = run_role(inventory)
+    assert rc != 0
+    for variable in ("guest_image_mirror", "guest_image_authorized_keys", "guest_image_timezone",
+                     "guest_image_interfaces"):
+        assert variable in out, variable
+    assert not (tmp_path / "images" / "gpu-test.raw").exists()
+
+
+def test_a_debootstrap_failure_shows_its_log(tmp_path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "id_ed25519")], check=True)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]   # closed again: nothing listens there
+    inventory = write_inventory(tmp_path, guest_image_mirror="http://127.0.0.1:%d/debian" % port)
+    rc, out, err = run_role(inventory)
+    assert rc != 0
+    assert "debootstrap of trixie from http://127.0.0.1:%d/debian failed" % port in out
+    assert "last lines of its log" in out
+    assert not (tmp_path / "images" / "gpu-test.raw").exists()
+
+
+# ------------------------------------------------------------------------------------------ boot
+
+@pytest.fixture(scope="module")
+def guest(built):
+    base = built["base"]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    shutil.copy(OVMF_VARS, base / "vars.fd")
+    qga = base / "qga.sock"
+    cmd = ["qemu-system-x86_64", "-accel", "tcg", "-machine", "q35", "-cpu", "max", "-smp", "2", "-m", "2048",
+           "-drive", "if=pflash,format=raw,unit=0,readonly=on,file=%s" % OVMF_CODE,
+           "-drive", "if=pflash,format=raw,unit=1,file=%s" % (base / "vars.fd"),
+           "-device", "virtio-scsi-pci,id=scsi0",
+           "-drive", "if=none,id=disk0,format=raw,snapshot=on,file=%s" % built["image"],
+           "-device", "scsi-hd,drive=disk0",
+           "-nic", "user,model=virtio-net-pci,mac=%s,net=10.99.20.0/24,host=10.99.20.1,restrict=on,"
+                   "hostfwd=tcp:127.0.0.1:%d-%s:22" % (MAC, port, ADDRESS),
+           "-device", "virtio-serial", "-chardev", "socket,path=%s,server=on,wait=off,id=qga0" % qga,
+           "-device", "virtserialport,chardev=qga0,name=org.qemu.guest_agent.0",
+           "-serial", "file:%s" % (base / "serial.log"), "-display", "none"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    started = time.monotonic()
+    key = str(base / "id_ed25519")
+    ssh = ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+           "-o", "ConnectTimeout=5", "-i", key, "-p", str(port), "root@127.0.0.1"]
+    try:
+        while True:
+            if proc.poll() is not None:
+                pytest.fail("QEMU exited: %s" % proc.stdout.read().decode(errors="replace"))
+            if subprocess.run(ssh + ["true"], capture_output=True, check=False, timeout=60).returncode == 0:
+                break
+            if time.monotonic() - started > 600:
+                serial = (base / "serial.log").read_text(errors="replace")[-3000:]
+                pytest.fail("no SSH after 600 s; serial console:\n" + serial)
+            time.sleep(3)
+        boot = time.monotonic() - started
+        print("boot to SSH: %.0f s" % boot)
+        yield {"ssh": ssh, "port": port, "qga": str(qga), "boot_seconds": boot, "base": base, "key": key,
+               "record": built["record"]}
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def sh(guest, command, check=True):
+    result = subprocess.run(guest["ssh"] + [command], capture_output=True, text=True, check=False, timeout=120)
+    if check:
+        assert result.returncode == 0, "%s: %s%s" % (command, result.stdout, result.stderr)
+    return result.stdout
+
+
+def fstab_problems(guest):
+    """Every fstab entry must name a file system that exists and is mounted there (empty: all good)."""
+    problems = []
+    for line in sh(guest, "cat /etc/fstab").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        source, target = line.split()[:2]
+        if not source.startswith("UUID="):
+            problems.append("%s: not by UUID" % target)
+            continue
+        device = sh(guest, "blkid -U %s" % source[5:], check=False).strip()
+        if not device:
+            problems.append("%s: no file system with %s" % (target, source))
+            continue
+        mounted = sh(guest, "findmnt -n -o SOURCE --target %s" % target).strip()
+        if mounted != device:
+            problems.append("%s: %s is %s, but %s is mounted there" % (target, source, device, mounted))
+    verify = subprocess.run(guest["ssh"] + ["findmnt --verify"], capture_output=True, text=True, check=False)
+    if verify.returncode != 0:
+        problems.append("findmnt --verify: " + verify.stdout.strip())
+    return problems
+
+
+def test_hostname_and_fstab(guest):
+    assert sh(guest, "hostname").strip() == "gpu-test"
+    assert sh(guest, "hostname -f").strip() == "gpu-test.lab.test"
+    assert fstab_problems(guest) == []
+    uuids = re.findall(r"UUID=(\S+)", sh(guest, "cat /etc/fstab"))
+    assert uuids == [guest["record"]["ids"]["root"], guest["record"]["ids"]["esp"]]
+
+
+def test_the_fstab_check_fails_on_a_wrong_uuid(guest):
+    """The check above can fail: with the root entry's UUID changed in the running guest, it says so."""
+    sh(guest, "cp /etc/fstab /root/fstab.good && sed -i 's/^UUID=[0-9a-f-]* \\//UUID=%s \\//' /etc/fstab"
+       % "00000000-1111-2222-3333-444444444444")
+    try:
+        problems = fstab_problems(guest)
+    finally:
+        sh(guest, "cp /root/fstab.good /etc/fstab")
+    assert any("/: no file system with UUID=00000000-1111-2222-3333-444444444444" in p for p in problems), problems
+    assert fstab_problems(guest) == []
+
+
+def test_the_system_is_running(guest):
+    state = sh(guest, "systemctl is-system-running", check=False).strip()
+    failed = sh(guest, "systemctl --failed --no-legend --plain", check=False)
+    assert state == "running", "system %s; failed units:\n%s" % (state, failed)
+
+
+def test_network_from_the_inventory(guest):
+    files = sh(guest, "ls /etc/systemd/network").split()
+    assert files == ["10-llmstack-00-inference.network"]
+    network = sh(guest, "cat /etc/systemd/network/" + files[0])
+    assert "MACAddress=%s" % MAC in network and "Address=%s/24" % ADDRESS in network
+    assert "Gateway=10.99.20.1" in network
+    addresses = json.loads(sh(guest, "ip -j addr"))
+    nic = [a for a in addresses if a.get("address") == MAC][0]
+    assert [(i["local"], i["prefixlen"]) for i in nic["addr_info"] if i["family"] == "inet"] == [(ADDRESS, 24)]
+    assert "default via 10.99.20.1" in sh(guest, "ip route")
+    assert sh(guest, "cat /etc/resolv.conf").strip() == "nameserver 10.99.20.1"
+
+
+def test_ssh_is_key_only(guest):
+    effective = sh(guest, "sshd -T")
+    assert "permitrootlogin without-password" in effective
+    assert "passwordauthentication no" in effective and "kbdinteractiveauthentication no" in effective
+    # root has no password at all: the shadow entry is locked.
+    assert sh(guest, "getent shadow root").split(":")[1].startswith(("*", "!"))
+    # A client that only tries passwords is turned away before any password is asked.
+    attempt = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+                              "UserKnownHostsFile=/dev/null", "-o", "PubkeyAuthentication=no", "-o",
+                              "PreferredAuthentications=password,keyboard-interactive", "-p", str(guest["port"]),
+                              "root@127.0.0.1", "true"], capture_output=True, text=True, check=False, timeout=60)
+    assert attempt.returncode == 255 and "Permission denied (publickey)" in attempt.stderr, attempt.stderr
+    # Host keys were made on this boot, not shipped in the image.
+    assert sh(guest, "systemctl is-active llmstack-ssh-hostkeys").strip() == "active"
+
+
+def test_apt_sources_locale_timezone(guest):
+    sources = sh(guest, "cat /etc/apt/sources.list.d/debian.sources")
+    assert "Suites: trixie trixie-updates trixie-backports" in sources
+    assert "Components: main contrib non-free non-free-firmware" in sources
+    assert "Suites: trixie-security" in sources and "URIs: %s-security" % mirror().rstrip("/") in sources
+    assert not [line for line in sh(guest, "cat /etc/apt/sources.list").splitlines() if line.startswith("deb")]
+    assert "en_US.utf8" in sh(guest, "locale -a").split()
+    assert "LANG=en_US.UTF-8" in sh(guest, "cat /etc/default/locale").splitlines()
+    assert sh(guest, "readlink /etc/localtime").strip() == "/usr/share/zoneinfo/Asia/Shanghai"
+    assert sh(guest, "date +%Z").strip() == "CST"
+
+
+def test_the_guest_agent_answers(guest):
+    assert "ii  qemu-guest-agent" in sh(guest, "dpkg -l qemu-guest-agent")
+    assert sh(guest, "systemctl is-active qemu-guest-agent").strip() == "active"
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(30)
+        sock.connect(guest["qga"])
+        sock.sendall(b'{"execute":"guest-get-host-name"}\n')
+        answer = json.loads(sock.recv(4096).decode().splitlines()[0])
+    assert answer == {"return": {"host-name": "gpu-test"}}
+
+
+def test_boot_loader_and_console(guest):
+    cmdline = sh(guest, "cat /proc/cmdline")
+    assert "root=UUID=%s" % guest["record"]["ids"]["root"] in cmdline and "console=ttyS0,115200n8" in cmdline
+    assert sh(guest, "ls /boot/efi/EFI/BOOT").split() == ["BOOTX64.EFI"]
+    assert 'GRUB_TERMINAL="console serial"' in sh(guest, "cat /etc/default/grub")
+    serial = (guest["base"] / "serial.log").read_text(errors="replace")
+    assert "gpu-test login:" in serial
+    print("boot to SSH took %.0f s" % guest["boot_seconds"])
