@@ -76,6 +76,7 @@ link:
 
 image: apt
 	tools/build-image.sh
+	tools/build-image.sh --systemd
 
 # ---------------------------------------------------------------- tests
 test: lint sanity units molecule integration

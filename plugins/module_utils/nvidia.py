@@ -108,6 +108,15 @@ def normalise_bus_id(text):
                             match.group(4))
 
 
+def _pci_device_id(text):
+    """nvidia-smi's ``0x220410DE`` (device, then vendor) -> ``10de:2204``; None when absent or not that shape."""
+    value = str(text or "").strip().lower()
+    value = value[2:] if value.startswith("0x") else value
+    if re.match(r"^[0-9a-f]{8}$", value):
+        return "%s:%s" % (value[4:], value[:4])
+    return None
+
+
 def parse_xml(text):
     """``nvidia-smi -q -x`` -> {driver_version, cuda_version, gpus: [{index, name, uuid, bus_id, memory_mib, ...}]}."""
     try:
@@ -123,6 +132,7 @@ def parse_xml(text):
             "name": _text(gpu, "product_name"),
             "uuid": _text(gpu, "uuid"),
             "bus_id": normalise_bus_id(_text(gpu, "pci/pci_bus_id") or gpu.get("id")),
+            "pci_device_id": _pci_device_id(_text(gpu, "pci/pci_device_id")),
             "memory_mib": _mib(_text(gpu, "fb_memory_usage/total")),
             "architecture": _text(gpu, "product_architecture"),
             "vbios_version": _text(gpu, "vbios_version"),

@@ -1,0 +1,229 @@
+"""The nvidia role's guards and modules on this machine (Debian 12, no GPU, no Docker engine).
+
+The role itself runs in the molecule scenario `nvidia` (a trixie systemd container). Here: the role stops on this
+host's distribution and on bad settings in check mode, before any install task; the modules run ad hoc against
+files under tmp_path - docker_daemon_json (merge, check mode, a broken file, a failing validate command),
+nvidia_ctk_runtime with a stand-in nvidia-ctk (NVIDIA's tool cannot be installed here) that records its calls,
+apt_keyring with the gpg-made fixture keys, nvidia_driver_facts on a recorded sysfs tree with a stand-in modinfo.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import BIN, ROOT, ansible_env, parse_json_report, playbook, tasks_run
+
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import sysfs_fixture  # noqa: E402
+
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "nvidia")
+ED25519 = "80C4A5924FE6B382CD0D739EF3BDF33B6FB4D06A"
+RSA = "758CA2598662BA28C2D94EF089FD36C9EF03D81F"
+
+
+def module(name, args, check=False, diff=False):
+    cmd = [os.path.join(BIN, "ansible"), "localhost", "-c", "local", "-m", "pvegpu.llmstack." + name,
+           "-a", json.dumps(args), "-e", "ansible_python_interpreter=" + sys.executable]
+    cmd += ["--check"] if check else []
+    cmd += ["--diff"] if diff else []
+    env = ansible_env(ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    result = subprocess.run(cmd, cwd=ROOT, env=env, text=True, capture_output=True, check=False, timeout=300)
+    return list(parse_json_report(result.stdout)["plays"][0]["tasks"][0]["hosts"].values())[0]
+
+
+def os_release():
+    with open("/etc/os-release") as handle:
+        return dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
+
+
+def role_playbook(tmp_path, extra_vars):
+    path = tmp_path / "nvidia.yml"
+    path.write_text(json.dumps([{"name": "nvidia on this machine", "hosts": "localhost", "connection": "local",
+                                 "gather_facts": False,
+                                 "vars": dict(extra_vars, ansible_python_interpreter=sys.executable),
+                                 "roles": [{"role": "pvegpu.llmstack.nvidia"}]}]))
+    return str(path)
+
+
+@pytest.mark.skipif(os_release().get("VERSION_ID", "").strip('"') == "13", reason="this machine runs Debian 13")
+def test_an_unsupported_distribution_stops_the_role_before_any_install_task(tmp_path):
+    release = os_release()
+    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", json_output=True)
+    assert rc != 0
+    runs = tasks_run(parse_json_report(out))
+    last = runs[-1]
+    result = last["hosts"]["localhost"]
+    assert "Stop on a distribution" in last["task"] and result["failed"]
+    assert "supports Debian 13 (trixie) only; this host runs Debian %s" % release["VERSION_ID"].strip('"') \
+        in result["msg"]
+    assert "Nothing was installed" in result["msg"]
+    assert not any(r["hosts"]["localhost"].get("changed") for r in runs)
+    assert not any("Install" in r["task"] for r in runs)
+
+
+def test_bad_settings_are_named_before_anything_else(tmp_path):
+    rc, out, _err = playbook(role_playbook(tmp_path, {
+        "nvidia_container_toolkit_version": "latest", "nvidia_container_toolkit_gpg_fingerprints": ["F796ECB0"],
+        "nvidia_docker_daemon_options": {"runtimes": {"nvidia": {}}}, "nvidia_docker_log_max_size": "100MB",
+        "nvidia_driver_source": "cuda-repo"}), "-i", "localhost,", "--check", json_output=True)
+    assert rc != 0
+    runs = tasks_run(parse_json_report(out))
+    assert "Check the settings" in runs[-1]["task"]
+    message = str(runs[-1]["hosts"]["localhost"]["msg"])
+    for name in ("nvidia_driver_branch", "nvidia_container_toolkit_version",
+                 "nvidia_container_toolkit_gpg_fingerprints", "nvidia_docker_daemon_options",
+                 "nvidia_docker_log_max_size"):
+        assert name + ":" in message
+    assert not any("distribution" in r["task"].lower() and "Stop" in r["task"] for r in runs)
+
+
+# ---------------------------------------------------------------- docker_daemon_json
+
+def test_daemon_json_is_merged_and_the_users_keys_kept(tmp_path):
+    path = tmp_path / "daemon.json"
+    user = {"data-root": "/srv/docker", "log-opts": {"labels": "team"},
+            "runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+    path.write_text(json.dumps(user, indent=4))
+    options = {"log-driver": "json-file", "log-opts": {"max-size": "100m", "max-file": "3"}}
+    predicted = module("docker_daemon_json", {"path": str(path), "options": options}, check=True, diff=True)
+    assert predicted["changed"] and json.loads(path.read_text()) == user
+    assert sorted(predicted["changed_keys"]) == ["log-driver", "log-opts.max-file", "log-opts.max-size"]
+    assert '"max-size": "100m"' in predicted["diff"]["after"] and predicted["diff"]["before"] == path.read_text()
+    done = module("docker_daemon_json", {"path": str(path), "options": options})
+    data = json.loads(path.read_text())
+    assert done["changed"] and data["data-root"] == "/srv/docker" and data["runtimes"] == user["runtimes"]
+    assert data["log-opts"] == {"labels": "team", "max-size": "100m", "max-file": "3"}
+    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+    # Another tool reformats the file: same JSON, so nothing is rewritten.
+    path.write_text(json.dumps(data, indent=8))
+    before = path.read_text()
+    again = module("docker_daemon_json", {"path": str(path), "options": options})
+    assert not again["changed"] and path.read_text() == before
+
+
+def test_a_missing_daemon_json_and_its_directory_are_created(tmp_path):
+    path = tmp_path / "etc-docker" / "daemon.json"
+    done = module("docker_daemon_json", {"path": str(path), "options": {"live-restore": True}})
+    assert done["changed"] and json.loads(path.read_text()) == {"live-restore": True}
+
+
+@pytest.mark.parametrize("text", ["{\"data-root\": \"/srv\",", "[\"not\", \"an object\"]"])
+def test_a_broken_daemon_json_is_never_overwritten(tmp_path, text):
+    path = tmp_path / "daemon.json"
+    path.write_text(text)
+    result = module("docker_daemon_json", {"path": str(path), "options": {"log-driver": "json-file"}})
+    assert result["failed"] and "it is left as it is" in result["msg"] and str(path) in result["msg"]
+    assert path.read_text() == text
+
+
+def test_a_failing_validate_command_keeps_the_old_file(tmp_path):
+    path = tmp_path / "daemon.json"
+    path.write_text('{"debug": false}\n')
+    refuse = "%s -c \"import sys; print('no, not this one'); sys.exit(3)\" %%s" % sys.executable
+    result = module("docker_daemon_json", {"path": str(path), "options": {"debug": True}, "validate": refuse})
+    assert result["failed"] and "refused the new" in result["msg"] and "no, not this one" in result["msg"]
+    assert path.read_text() == '{"debug": false}\n' and os.listdir(tmp_path) == ["daemon.json"]
+    accept = "%s -c \"import json, sys; json.load(open(sys.argv[1]))\" %%s" % sys.executable
+    assert module("docker_daemon_json", {"path": str(path), "options": {"debug": True}, "validate": accept})["changed"]
+    assert json.loads(path.read_text()) == {"debug": True}
+
+
+# ---------------------------------------------------------------- nvidia_ctk_runtime (stand-in nvidia-ctk)
+
+CTK = """#!%s
+# Stand-in for nvidia-ctk (tests): runtime configure --runtime=docker --config=PATH, as NVIDIA documents it.
+import json, sys
+open(%r, "a").write(" ".join(sys.argv[1:]) + "\\n")
+path = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--config=")][0]
+text = open(path).read() if %r == "good" else ""
+config = json.loads(text) if text.strip() else {}
+config.setdefault("runtimes", {})["nvidia"] = {"args": [], "path": "nvidia-container-runtime"}
+out = json.dumps(config, indent=4)
+if %r == "twice":
+    out = out.replace('"runtimes": {', '"runtimes": {"nvidia": {"path": "x"}, ', 1)
+open(path, "w").write(out + "\\n")
+"""
+
+
+def stand_in_ctk(tmp_path, behaviour="good"):
+    log = tmp_path / "ctk.log"
+    script = tmp_path / ("nvidia-ctk-" + behaviour)
+    script.write_text(CTK % (sys.executable, str(log), behaviour, behaviour))
+    script.chmod(0o755)
+    return str(script), log
+
+
+def test_nvidia_ctk_runs_only_when_the_runtime_is_missing(tmp_path):
+    ctk, log = stand_in_ctk(tmp_path)
+    path = tmp_path / "daemon.json"
+    path.write_text('{"data-root": "/srv/docker"}')
+    args = {"path": str(path), "nvidia_ctk": ctk}
+    assert module("nvidia_ctk_runtime", args, check=True)["changed"] and not log.exists()
+    first = module("nvidia_ctk_runtime", args)
+    assert first["changed"] and first["runtime"] == {"args": [], "path": "nvidia-container-runtime"}
+    assert log.read_text() == "runtime configure --runtime=docker --config=%s\n" % path
+    assert json.loads(path.read_text())["data-root"] == "/srv/docker"
+    second = module("nvidia_ctk_runtime", args)
+    assert not second["changed"] and log.read_text().count("\n") == 1
+
+
+def test_nvidia_ctk_that_declares_the_runtime_twice_fails(tmp_path):
+    ctk, _log = stand_in_ctk(tmp_path, "twice")
+    path = tmp_path / "daemon.json"
+    path.write_text("{}")
+    result = module("nvidia_ctk_runtime", {"path": str(path), "nvidia_ctk": ctk})
+    assert result["failed"] and "declares the nvidia runtime 2 time(s)" in result["msg"]
+
+
+def test_a_missing_nvidia_ctk_is_named(tmp_path):
+    path = tmp_path / "daemon.json"
+    path.write_text("{}")
+    result = module("nvidia_ctk_runtime", {"path": str(path), "nvidia_ctk": "nvidia-ctk-not-here"})
+    assert result["failed"] and "nvidia-ctk-not-here is not installed" in result["msg"]
+
+
+# ---------------------------------------------------------------- apt_keyring
+
+def test_a_key_with_an_expected_fingerprint_is_installed_dearmored(tmp_path):
+    dest = tmp_path / "keyrings" / "fixture.gpg"
+    args = {"url": "file://" + os.path.join(FIXTURES, "fixture-key.asc"), "dest": str(dest),
+            "fingerprints": [ED25519]}
+    predicted = module("apt_keyring", args, check=True)
+    assert predicted["changed"] and not dest.exists()
+    done = module("apt_keyring", args)
+    assert done["changed"] and done["fingerprints"] == [ED25519]
+    with open(os.path.join(FIXTURES, "fixture-key.asc"), "rb") as handle:
+        gpg = subprocess.run(["gpg", "--dearmor"], input=handle.read(), capture_output=True, check=True)
+    assert dest.read_bytes() == gpg.stdout and oct(os.stat(dest).st_mode & 0o777) == "0o644"
+    assert not module("apt_keyring", args)["changed"]
+
+
+def test_a_key_with_another_fingerprint_is_not_installed(tmp_path):
+    dest = tmp_path / "nvidia.gpg"
+    result = module("apt_keyring", {"url": "file://" + os.path.join(FIXTURES, "fixture-key-rsa.gpg"),
+                                    "dest": str(dest), "fingerprints": [ED25519]})
+    assert result["failed"] and "fingerprint %s, which is not one of the expected %s" % (RSA, ED25519) in result["msg"]
+    assert not dest.exists()
+
+
+# ---------------------------------------------------------------- nvidia_driver_facts
+
+def test_driver_facts_on_a_recorded_tree_with_a_stand_in_modinfo(tmp_path):
+    root = sysfs_fixture.build_fixture(os.path.join(sysfs_fixture.FIXTURES, "platform-a"), str(tmp_path / "a"))
+    os.makedirs(os.path.join(root, "sys", "module", "nvidia"))
+    with open(os.path.join(root, "sys", "module", "nvidia", "version"), "w") as handle:
+        handle.write("550.163.01\n")
+    modinfo = tmp_path / "modinfo"
+    modinfo.write_text("#!/bin/sh\n[ \"$3\" = nvidia ] && echo 560.35.03\n")
+    modinfo.chmod(0o755)
+    facts = module("nvidia_driver_facts", {"sysfs_root": root, "modinfo": str(modinfo)})["ansible_facts"]
+    state = facts["llmstack_nvidia_driver"]
+    assert state["gpu_present"] and [f["device_id"] for f in state["functions"]] == ["10de:2204"] * 4
+    assert state["loaded_version"] == "550.163.01" and state["installed_version"] == "560.35.03"
+    assert state["reboot_required"] and "in memory is 550.163.01, the installed one 560.35.03" in state["reasons"][0]
+    empty = sysfs_fixture.build_fixture(os.path.join(sysfs_fixture.FIXTURES, "no-nvidia"), str(tmp_path / "n"))
+    none = module("nvidia_driver_facts", {"sysfs_root": empty, "modinfo": str(modinfo)})["ansible_facts"]
+    assert not none["llmstack_nvidia_driver"]["gpu_present"]
+    assert not none["llmstack_nvidia_driver"]["reboot_required"]
