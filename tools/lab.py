@@ -234,8 +234,8 @@ def summary(args):
             print("  Preflight of %-12s %-5s %s" % (name[:-5], verdict.upper(), os.path.relpath(
                 os.path.join(reports, name), ROOT)))
     if args.skipped:
-        print("  Not run in the lab (vfio needs a boot loader; the others are not implemented yet and fail "
-              "clearly if run): %s" % args.skipped)
+        print("  Not run in the lab (vfio needs a boot loader; nvidia needs a GPU and NVIDIA's repository - molecule "
+              "nvidia runs it; the others are not implemented yet and fail clearly if run): %s" % args.skipped)
     print("  Remove it all: make lab-down\n")
 
 
