@@ -15,12 +15,13 @@ description:
   - C(gpu_vm_gpus) entries are slots (the device id then comes from the host's C(llmstack_pci.gpus) when known) or
     C({vendor_device, count}); returns one C({device_id, source}) per GPU (C(device_id) null when unknown).
   - The same plugin file holds C(nvidia_passthrough_verdict) - C(smi_gpus | nvidia_passthrough_verdict(expected,
-    bus_functions)) -> C({ok, problems, summary}) - and C(nvidia_missing_components) (C(apt-cache policy) text ->
-    the Debian components the driver needs that apt does not read yet), C(nvidia_settings_problems) (the role's
-    settings without their C(nvidia_) prefix -> one message per problem) and C(nvidia_distribution_problem)
-    (C(ansible_facts) -> null or why the distribution is not supported); and the package lists and apt pins
-    C(nvidia_driver_packages), C(nvidia_driver_pin), C(nvidia_docker_packages), C(nvidia_toolkit_packages),
-    C(nvidia_toolkit_pin), C(nvidia_daemon_options) (the daemon.json keys the role owns).
+    bus_functions)) -> C({ok, problems, summary}) - and C(nvidia_missing_components) (C(apt-cache policy) text,
+    codename, driver source -> the Debian components that source needs and apt does not read yet).
+  - C(nvidia_settings_problems) (the role's settings without their C(nvidia_) prefix -> one message per problem),
+    C(nvidia_distribution_problem) (C(ansible_facts) -> null, or why the distribution is not supported).
+  - The package lists and apt pins C(nvidia_driver_packages), C(nvidia_driver_pin), C(nvidia_docker_packages),
+    C(nvidia_toolkit_packages), C(nvidia_toolkit_pin), and C(nvidia_daemon_options) (the daemon.json keys the
+    role owns).
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 options:
@@ -72,9 +73,9 @@ def nvidia_passthrough_verdict(smi_gpus, expected, bus_functions=None):
     return nvidia_guest.passthrough_verdict(expected, smi_gpus, bus_functions)
 
 
-def nvidia_missing_components(policy_text, codename, needed):
+def nvidia_missing_components(policy_text, codename, source):
     try:
-        return nvidia_guest.missing_components(policy_text, codename, needed)
+        return nvidia_guest.missing_components(policy_text, codename, nvidia_guest.needed_components(source))
     except nvidia_guest.NvidiaGuestError as exc:
         raise AnsibleFilterError("nvidia_missing_components: %s" % exc)
 

@@ -183,6 +183,13 @@ def policy_sources(text):
     return found
 
 
+def needed_components(source):
+    """The Debian components a driver source needs."""
+    if source not in DEBIAN_COMPONENTS:
+        raise NvidiaGuestError("unknown driver source %r" % (source,))
+    return list(DEBIAN_COMPONENTS[source])
+
+
 def missing_components(policy_text, codename, needed):
     """Which Debian components the driver needs and apt does not read yet, and where to add them.
 

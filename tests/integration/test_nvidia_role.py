@@ -227,3 +227,36 @@ def test_driver_facts_on_a_recorded_tree_with_a_stand_in_modinfo(tmp_path):
     none = module("nvidia_driver_facts", {"sysfs_root": empty, "modinfo": str(modinfo)})["ansible_facts"]
     assert not none["llmstack_nvidia_driver"]["gpu_present"]
     assert not none["llmstack_nvidia_driver"]["reboot_required"]
+
+
+# ---------------------------------------------------------------- the Debian components the driver needs
+
+def test_missing_components_render_a_sources_file_apt_reads(tmp_path):
+    """The role's filter on recorded `apt-cache policy` output and its template; this machine's apt parses the
+    result (indextargets lists what apt would download; nothing is downloaded)."""
+    parts = tmp_path / "sources.list.d"
+    parts.mkdir()
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable,
+                      "nvidia_components": "{{ lookup('ansible.builtin.file', '%s') | "
+                                           "pvegpu.llmstack.nvidia_missing_components('trixie', 'debian') }}"
+                                           % os.path.join(FIXTURES, "apt-cache-policy-trixie-mixed.txt")},
+             "tasks": [{"name": "Render", "ansible.builtin.template": {
+                 "src": os.path.join(ROOT, "roles", "nvidia", "templates", "components.sources.j2"),
+                 "dest": str(parts / "llmstack-nvidia-components.sources"), "mode": "0644"}}]}]
+    path = tmp_path / "render.yml"
+    path.write_text(json.dumps(play))
+    rc, out, err = playbook(str(path), "-i", "localhost,")
+    assert rc == 0, out + err
+    listing = subprocess.run(["apt-get", "-o", "Dir::Etc::SourceList=/dev/null",
+                              "-o", "Dir::Etc::SourceParts=%s" % parts, "-o", "Dir::State::Lists=%s" % tmp_path,
+                              "indextargets", "--no-release-info", "--format",
+                              "$(IDENTIFIER) $(REPO_URI) $(RELEASE) $(COMPONENT)"],
+                             capture_output=True, text=True, check=True)
+    targets = sorted(set(line.split(" ", 1)[1] for line in listing.stdout.splitlines()
+                         if line.startswith("Packages ")))
+    assert targets == ["http://deb.debian.org/debian-security/ trixie-security non-free",
+                       "http://deb.debian.org/debian/ trixie non-free",
+                       "http://deb.debian.org/debian/ trixie non-free-firmware",
+                       "http://deb.debian.org/debian/ trixie-updates non-free",
+                       "http://deb.debian.org/debian/ trixie-updates non-free-firmware"]

@@ -103,6 +103,13 @@ def test_docker_sources():
 
 # ---------------------------------------------------------------- apt components (recorded apt-cache policy)
 
+def test_each_driver_source_needs_its_components():
+    assert nvidia_guest.needed_components("debian") == ["non-free", "non-free-firmware"]
+    assert nvidia_guest.needed_components("cuda-repo") == ["non-free-firmware"]
+    with pytest.raises(nvidia_guest.NvidiaGuestError):
+        nvidia_guest.needed_components("runfile")
+
+
 def test_a_minbase_guest_lacks_non_free_on_its_one_mirror():
     result = nvidia_guest.missing_components(fixture("nvidia", "apt-cache-policy-trixie-main.txt"), "trixie",
                                              ["non-free", "non-free-firmware"])
