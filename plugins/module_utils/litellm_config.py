@@ -21,6 +21,8 @@ Choices (docs/litellm.md):
 
 import re
 
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+
 ROUTING_STRATEGIES = ("simple-shuffle", "latency-based-routing", "least-busy")
 PRICE_KEYS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_second", "output_cost_per_second")
 LIMIT_KEYS = ("rpm", "tpm")
@@ -87,9 +89,61 @@ def gpu_vms_from_hosts(hosts, vlan="inference"):
                           "address): leave vllm_bind_address unset or set it to %s"
                           % (host, bind, address, vlan, address))
         gpu_vms.append({"host": host, "address": address, "api_key": facts.get("api_key_enabled", True) is not False,
-                        "models": [{"name": m.get("name"), "port": m.get("port"), "model": m.get("model"),
-                                    "max_model_len": m.get("max_model_len")} for m in models if isinstance(m, dict)]})
+                        "models": [{"name": m.get("name"), "port": _int_or_raw(m.get("port")), "model": m.get("model"),
+                                    "max_model_len": _int_or_raw(m.get("max_model_len"))}
+                                   for m in models if isinstance(m, dict)]})
     return gpu_vms, errors
+
+
+def _int_or_raw(value):
+    """A digit string as its number (as everywhere in the collection); anything else unchanged, for validate()
+    to name."""
+    number = value_checks.as_int(value)
+    return value if number is None else number
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# Role variable -> lowest whole number it takes (digit strings count; the role casts them after this check).
+SETTING_INTS = (("litellm_workers", 1), ("litellm_num_retries", 0), ("litellm_timeout", 1),
+                ("litellm_allowed_fails", 0), ("litellm_cooldown_time", 0), ("litellm_retry_after", 0),
+                ("litellm_health_check_interval", 1), ("litellm_readiness_timeout", 1))
+
+
+def check_settings(settings):
+    """Every problem in the litellm role's own variables (full names as keys), each naming the variable; [] when
+    usable. Runs first in the role's validate step, before anything is rendered or written."""
+    problems = []
+    address = settings.get("litellm_bind_address")
+    if "litellm_bind_address" in settings and value_checks.ip_address(address) is None:
+        problems.append("litellm_bind_address: %r is not an IP address (the proxy's port is published on it, and "
+                        "a host name cannot be bound; e.g. 127.0.0.1 behind tls_proxy)" % (address,))
+    if "litellm_port" in settings and value_checks.as_port(settings["litellm_port"]) is None:
+        problems.append("litellm_port: %r is not a TCP port (1-65535; a number, or a string of digits)"
+                        % (settings["litellm_port"],))
+    for variable, lowest in SETTING_INTS:
+        if variable in settings:
+            number = value_checks.as_int(settings[variable])
+            if number is None or number < lowest:
+                problems.append("%s: %r is not a whole number >= %d" % (variable, settings[variable], lowest))
+    level = settings.get("litellm_log_level")
+    if "litellm_log_level" in settings and level not in LOG_LEVELS:
+        problems.append("litellm_log_level: %r is not one of %s" % (level, ", ".join(LOG_LEVELS)))
+    env = settings.get("litellm_extra_env")
+    if env is not None:
+        if not isinstance(env, dict):
+            problems.append("litellm_extra_env: must be a mapping NAME: value")
+        else:
+            for name, value in env.items():
+                if not value_checks.is_env_name(name):
+                    problems.append("litellm_extra_env: %r is not an environment variable name" % (name,))
+                elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                    problems.append("litellm_extra_env.%s: must be a string or a number" % name)
+    directory = settings.get("litellm_dir")
+    if "litellm_dir" in settings and (not isinstance(directory, str) or not directory.startswith("/")
+                                      or re.search(r"[\s:]", directory)):
+        problems.append("litellm_dir: %r is not an absolute path without blanks or ':' (compose volume syntax)"
+                        % (directory,))
+    return problems
 
 
 def validate(data):
@@ -113,6 +167,10 @@ def validate(data):
             if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
                 errors.append("%s (%s): port %r must be an integer 1-65535" % (where, model.get("name"), port))
                 continue
+            length = model.get("max_model_len")
+            if length is not None and (not isinstance(length, int) or isinstance(length, bool) or length < 1):
+                errors.append("%s (%s): max_model_len %r must be a whole number of tokens"
+                              % (where, model.get("name"), length))
             endpoint = (vm.get("address"), port)
             if endpoint in seen_endpoints:
                 errors.append("%s (%s): port %d on %s is already used by %s"

@@ -18,7 +18,10 @@ Jobs (seed 000: GPU metrics every 5 s, the rest every 15 s):
 import ipaddress
 import re
 
-DURATION_RE = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+
+# Prometheus' --storage.tsdb.retention.size: a number and a byte unit (alecthomas/units Base2Bytes).
+SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)$")
 NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 GROUP_ROLES = ("gpu_vms", "llm_gateways", "observability")
 
@@ -32,9 +35,20 @@ class MonitoringError(ValueError):
 
 
 def seconds(duration):
-    """``1m30s`` -> 90.0 (Prometheus duration syntax)."""
-    units = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
-    return sum(int(n) * units[u] for n, u in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration))
+    """``1m30s`` -> 90.0 (Prometheus duration syntax); ValueError when it is not one."""
+    value = value_checks.prometheus_seconds(duration)
+    if value is None:
+        raise ValueError("%r is not a Prometheus duration" % (duration,))
+    return value
+
+
+def _duration_problem(variable, value):
+    """None for a Prometheus duration above zero (``15s``, ``1m30s``, ``500ms``, ``30d``), else the message."""
+    number = value_checks.prometheus_seconds(value)
+    if number is None or number <= 0:
+        return ("%s: %r is not a Prometheus duration above 0: a number and a unit (ms, s, m, h, d, w, y), units "
+                "largest first and each at most once, e.g. 15s, 1m30s, 30d" % (variable, value))
+    return None
 
 
 def _address(host, hostvars, vlan):
@@ -54,21 +68,18 @@ def _hostport(address, port):
 
 
 def _port(value):
-    if isinstance(value, bool):
-        return None
-    try:
-        port = int(str(value))
-    except ValueError:
-        return None
-    return port if 1 <= port <= 65535 else None
+    """A TCP port from a number or a string of digits (the collection's rule), else None."""
+    return value_checks.as_port(value)
 
 
 def validate_settings(settings):
     errors = []
     for key in ("gpu_interval", "interval", "evaluation_interval", "retention_time"):
         value = settings.get(key)
-        if value is not None and (not isinstance(value, str) or not DURATION_RE.match(value)):
-            errors.append("monitoring_%s: %r is not a Prometheus duration (e.g. 5s, 15s, 30d)" % (key, value))
+        if value is not None:
+            problem = _duration_problem("monitoring_%s" % key, value)
+            if problem:
+                errors.append(problem)
     for key in ("dcgm_port", "node_port", "prometheus_port", "alertmanager_port", "grafana_port", "litellm_port"):
         if key in settings and _port(settings[key]) is None:
             errors.append("monitoring_%s: %r is not a TCP port" % (key, settings[key]))
@@ -144,9 +155,12 @@ def jobs_from_inventory(hosts, groups, settings):
         hv = hosts.get(host) or {}
         address = hv.get("litellm_metrics_address") or _address(host, hv, vlan)
         address = need(host, address, "scraping LiteLLM's /metrics/", "litellm_metrics_address")
-        if address:
-            litellm.append({"address": _hostport(address, hv.get("litellm_port") or settings.get("litellm_port", 4000)),
-                            "labels": {"host": host}})
+        given = hv.get("litellm_port") or settings.get("litellm_port", 4000)
+        port = _port(given)
+        if port is None:
+            errors.append("host %s: litellm_port %r is not a TCP port (1-65535)" % (host, given))
+        elif address:
+            litellm.append({"address": _hostport(address, port), "labels": {"host": host}})
     own = {"prometheus": [], "alertmanager": [], "grafana": []}
     for host in members["observability"]:
         address = need(host, _address(host, hosts.get(host) or {}, vlan), "the monitoring stack", "monitoring_vlan")
@@ -227,8 +241,14 @@ def alertmanager_config(settings):
     errors = []
     for key in ("group_wait", "group_interval", "repeat_interval", "critical_repeat_interval"):
         value = settings.get(key)
-        if value is not None and (not isinstance(value, str) or not DURATION_RE.match(value)):
-            errors.append("monitoring_alertmanager_%s: %r is not a duration" % (key, value))
+        if value is None:
+            continue
+        variable = "monitoring_alert_repeat_interval" if key == "repeat_interval" else "alertmanager %s" % key
+        if key == "group_wait" and value_checks.prometheus_seconds(value) == 0:
+            continue
+        problem = _duration_problem(variable, value)
+        if problem:
+            errors.append(problem)
     receiver = {"name": "default"}
     webhook = settings.get("webhook")
     if webhook:
@@ -285,7 +305,8 @@ def _pinned(image):
 def compose(settings):
     """The compose project of one host: ``services`` (a subset of SERVICES, in that order), ``address`` (the
     management address every port is published on), ``images``, ``ports``, ``retention_time``, ``retention_size``,
-    ``collect_interval_ms`` (dcgm-exporter, = the GPU scrape interval), ``restart``.
+    ``gpu_interval`` (the GPU scrape interval, a Prometheus duration: dcgm-exporter collects as often; or
+    ``collect_interval_ms``), ``restart``.
 
     File layout under the deployment directory: prometheus/ (prometheus.yml, rules/), alertmanager/, grafana/
     (provisioning/, dashboards/), dcgm-counters.csv, data/<service>/ (owned by the service's user), secrets/."""
@@ -309,7 +330,31 @@ def compose(settings):
                   "grafana": 3001}, **(settings.get("ports") or {}))
     for name, port in ports.items():
         if _port(port) is None:
-            errors.append("monitoring_%s_port: %r is not a TCP port" % (name.replace("-", "_"), port))
+            errors.append("monitoring_%s_port: %r is not a TCP port (1-65535; a number, or a string of digits)"
+                          % (name.replace("-", "_"), port))
+    ports = dict((name, _port(port)) for name, port in ports.items())
+    for key in ("retention_time",):
+        if settings.get(key) is not None:
+            problem = _duration_problem("monitoring_%s" % key, settings[key])
+            if problem:
+                errors.append(problem)
+    size = settings.get("retention_size")
+    if size not in (None, "") and (not isinstance(size, str) or not SIZE_RE.match(size)):
+        errors.append("monitoring_retention_size: %r is not a size such as 50GB or 512MB (B, KB, MB, GB, TB, PB)"
+                      % (size,))
+    collect_ms = None
+    if settings.get("gpu_interval") is not None:
+        problem = _duration_problem("monitoring_gpu_interval", settings["gpu_interval"])
+        if problem:
+            errors.append(problem)
+        else:
+            # dcgm-exporter collects as often as Prometheus scrapes the GPU jobs (its -c is in milliseconds).
+            collect_ms = max(1, int(round(seconds(settings["gpu_interval"]) * 1000)))
+    elif settings.get("collect_interval_ms") is not None:
+        collect_ms = value_checks.as_int(settings["collect_interval_ms"])
+        if not collect_ms:
+            errors.append("monitoring: collect_interval_ms %r is not a whole number of milliseconds"
+                          % (settings["collect_interval_ms"],))
     if errors:
         raise MonitoringError(errors)
     restart = settings.get("restart") or "unless-stopped"
@@ -323,8 +368,7 @@ def compose(settings):
         out["dcgm-exporter"] = {
             "image": images["dcgm-exporter"], "restart": restart,
             # Our counters file, collected as often as Prometheus scrapes the GPU jobs.
-            "command": ["-f", "/etc/dcgm-exporter/llmstack-counters.csv", "-c",
-                        str(int(settings.get("collect_interval_ms") or 5000))],
+            "command": ["-f", "/etc/dcgm-exporter/llmstack-counters.csv", "-c", str(collect_ms or 5000)],
             "cap_add": ["SYS_ADMIN"],
             "deploy": {"resources": {"reservations": {"devices": [
                 {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}},

@@ -13,8 +13,12 @@ read/send timeouts; Caddy's ``reverse_proxy`` gets ``flush_interval -1`` and the
 paths are proxied (not ``/metrics/``, not the admin UI unless added); everything else answers 404.
 """
 
+import fnmatch
 import ipaddress
+import os.path
 import re
+
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
 
 SERVERS = ("caddy", "nginx")
 CERTIFICATE_SOURCES = ("internal_ca", "files", "acme")
@@ -143,6 +147,10 @@ def validate(settings):
                           "client); use internal_ca or files with nginx")
         if not names:
             errors.append("tls_proxy_server_names: ACME certificates need at least one public DNS name")
+        email = settings.get("acme_email")
+        if email in (None, ""):
+            errors.append("tls_proxy_acme_email: ACME (tls_proxy_certificate_source: acme) needs the account's e-mail "
+                          "address (the CA sends expiry and revocation notices there)")
         if mtls is True and not settings.get("client_ca_file"):
             errors.append("tls_proxy_client_ca_file: mTLS with ACME certificates needs the CA that signs the client "
                           "certificates")
@@ -150,6 +158,9 @@ def validate(settings):
         for key in ("certificate_file", "key_file"):
             if not _absolute(settings.get(key)):
                 errors.append("tls_proxy_%s: %r is not an absolute path" % (key, settings.get(key)))
+    email = settings.get("acme_email")
+    if email not in (None, "") and not value_checks.is_email(email):
+        errors.append("tls_proxy_acme_email: %r is not an e-mail address (name@example.org)" % (email,))
     if mtls is True and source != "acme" and not _absolute(settings.get("client_ca_file")):
         errors.append("tls_proxy_client_ca_file: %r is not an absolute path (mTLS needs the CA that signs the "
                       "client certificates)" % (settings.get("client_ca_file"),))
@@ -337,3 +348,92 @@ def render(settings):
         "certificate_names": list(settings["server_names"]),
         "certificate_addresses": [a for a in settings["listen_addresses"] if not _ip(a).is_unspecified],
     }
+
+
+def _nginx_includes(text):
+    """(start, end, arguments) of every ``include`` directive in an nginx config text (comments and quotes
+    understood; the positions cover the directive up to its ``;``)."""
+    found = []
+    tokens, start, index, length = [], None, 0, len(text)
+    while index < length:
+        char = text[index]
+        if char == "#":
+            newline = text.find("\n", index)
+            index = length if newline < 0 else newline + 1
+        elif char.isspace():
+            index += 1
+        elif char in "{}":
+            tokens, start = [], None
+            index += 1
+        elif char == ";":
+            if tokens and tokens[0] == "include":
+                found.append((start, index + 1, tokens[1:]))
+            tokens, start = [], None
+            index += 1
+        elif char in "\"'":
+            end, word = index + 1, []
+            while end < length and text[end] != char:
+                if text[end] == "\\" and end + 1 < length:
+                    end += 1
+                word.append(text[end])
+                end += 1
+            start = index if start is None else start
+            tokens.append("".join(word))
+            index = end + 1
+        else:
+            end = index
+            while end < length and not text[end].isspace() and text[end] not in ";{}\"'":
+                end += 1
+            start = index if start is None else start
+            tokens.append(text[index:end])
+            index = end
+    return found
+
+
+def _glob_matches(pattern, path):
+    """True when nginx's include ``pattern`` (glob(3): ``*`` stops at ``/`` and skips dot files) names ``path``."""
+    wanted, have = os.path.normpath(pattern).split("/"), os.path.normpath(path).split("/")
+    if len(wanted) != len(have):
+        return False
+    for index, name in enumerate(have):
+        part = wanted[index]
+        if name.startswith(".") and not part.startswith("."):
+            return False
+        if not fnmatch.fnmatchcase(name, part):
+            return False
+    return True
+
+
+def _quote_nginx(path):
+    return '"%s"' % path.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def nginx_test_config(main_text, main_path, site_path, candidate_path, expand):
+    """The text of a main nginx config that loads ``candidate_path`` where ``main_path`` loads ``site_path``.
+
+    ``nginx -t -c <that file>`` then tests the whole configuration as it will be once the candidate replaces the
+    site, while the site in place stays untouched (the candidate is only moved over it when the test passes).
+    Every ``include`` of the main config whose path or glob names the site is replaced by the files it names
+    today (``expand``: a glob function), in nginx's order, with the candidate in the site's place. The file must
+    be written next to ``main_path``: nginx resolves relative includes from the main config's directory.
+    Raises TlsProxyError when no include of the main config names the site (nginx would not load it)."""
+    base = os.path.dirname(main_path)
+    out, position, replaced = [], 0, False
+    for start, end, arguments in _nginx_includes(main_text):
+        if len(arguments) != 1:
+            continue
+        pattern = arguments[0] if arguments[0].startswith("/") else os.path.join(base, arguments[0])
+        if not _glob_matches(pattern, site_path):
+            continue
+        site = os.path.normpath(site_path)
+        files = sorted(set(os.path.normpath(f) for f in expand(pattern)) - {site})
+        files = sorted(files + [site])
+        out.append(main_text[position:start])
+        out.append(" ".join("include %s;" % _quote_nginx(candidate_path if f == site else f) for f in files))
+        position, replaced = end, True
+    if not replaced:
+        raise TlsProxyError(["tls_proxy_nginx_main_config: %s has no include directive that names "
+                             "tls_proxy_nginx_site_path %s (by its path or a glob such as conf.d/*.conf), so nginx "
+                             "would not load the site" % (main_path, site_path)])
+    out.append(main_text[position:])
+    return "".join(out)

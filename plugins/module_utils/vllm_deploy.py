@@ -19,7 +19,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-import shlex
+
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
 
 CONTAINER_PORT = 8000
 # Runs inside the vLLM image (which has Python, not necessarily curl).
@@ -84,18 +85,190 @@ def _env(settings, offline):
 
 
 def service_key(name):
+    """The compose service and systemd unit name of a served model: ``Fast`` and ``fast``, ``a.b`` and ``a-b``
+    fold to the same key (check_settings refuses such pairs)."""
     return "vllm-" + re.sub(r"[^a-z0-9-]+", "-", str(name).lower()).strip("-")
 
 
 def check_services(services):
+    """Distinct unprivileged ports (a digit string is used as its number, as everywhere in the collection)."""
     ports = {}
     for service in services:
-        port = service.get("port")
-        if not isinstance(port, int) or not 1024 <= port <= 65535:
-            raise DeployError("model %s: port %r must be an integer from 1024 to 65535" % (service.get("name"), port))
+        port = value_checks.as_port(service.get("port"), lowest=1024)
+        if port is None:
+            raise DeployError("model %s: port %r must be an integer from 1024 to 65535"
+                              % (service.get("name"), service.get("port")))
+        service["port"] = port
         if port in ports:
             raise DeployError("models %s and %s both use port %d" % (ports[port], service["name"], port))
         ports[port] = service["name"]
+
+
+SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+MODEL_INT_KEYS = (("max_model_len", 1), ("max_num_seqs", 1), ("tensor_parallel_size", 1), ("bits", 1))
+SCALARS = (str, int, float)
+
+
+def _path_problem(value):
+    if not isinstance(value, str) or not value.startswith("/"):
+        return "%r is not an absolute path" % (value,)
+    if re.search(r"[\x00-\x1f\x7f]", value):
+        return "%r has a control character (newline, tab...)" % (value,)
+    return None
+
+
+def _env_problems(variable, env):
+    if env is None:
+        return []
+    if not isinstance(env, dict):
+        return ["%s: must be a mapping NAME: value, got %s" % (variable, value_checks.type_name(env))]
+    problems = []
+    for name, value in env.items():
+        if not value_checks.is_env_name(name):
+            problems.append("%s: %r is not an environment variable name (letters, digits, _; not first a digit)"
+                            % (variable, name))
+        if isinstance(value, bool) or not isinstance(value, SCALARS):
+            problems.append("%s.%s: must be a string or a number, got %s"
+                            % (variable, name, value_checks.type_name(value)))
+    return problems
+
+
+def _model_problems(index, model):
+    """Problems of one vllm_models entry that would otherwise crash the planner or the renderer."""
+    label = "vllm_models[%d]" % index
+    if not isinstance(model, dict):
+        return ["%s: must be a mapping {name, model, port, ...}, got %s" % (label, value_checks.type_name(model))]
+    problems = []
+    name = model.get("name")
+    if not isinstance(name, str) or not SERVED_NAME_RE.match(name):
+        problems.append("%s.name: %r is not a served model name (letters, digits, . _ : / -; first a letter or "
+                        "digit)" % (label, name))
+    else:
+        label = "%s (%s)" % (label, name)
+    if not isinstance(model.get("model"), str) or not model["model"].strip() or re.search(r"\s", model["model"]):
+        problems.append("%s.model: %r is not a Hugging Face model id" % (label, model.get("model")))
+    if value_checks.as_port(model.get("port"), lowest=1024) is None:
+        problems.append("%s.port: %r is not a TCP port from 1024 to 65535 (a number, or a string of digits)"
+                        % (label, model.get("port")))
+    for key, lowest in MODEL_INT_KEYS:
+        if model.get(key) is not None:
+            number = value_checks.as_int(model[key])
+            if number is None or number < lowest:
+                problems.append("%s.%s: %r is not a whole number >= %d" % (label, key, model[key], lowest))
+    if model.get("gpu_memory_utilization") is not None:
+        fraction = value_checks.as_number(model["gpu_memory_utilization"])
+        if fraction is None or not 0 < fraction <= 1:
+            problems.append("%s.gpu_memory_utilization: %r is not a fraction of GPU memory (0-1, e.g. 0.45)"
+                            % (label, model["gpu_memory_utilization"]))
+    gpus = model.get("gpus")
+    if gpus is not None:
+        indices = [value_checks.as_int(g) for g in gpus] if isinstance(gpus, list) else [None]
+        if not indices or None in indices:
+            problems.append("%s.gpus: %r must be a non-empty list of GPU indices (0, 1, ...)" % (label, gpus))
+        elif len(set(indices)) != len(indices):
+            problems.append("%s.gpus: %r lists a GPU twice" % (label, gpus))
+    if "enforce_eager" in model and not isinstance(model["enforce_eager"], bool):
+        problems.append("%s.enforce_eager: %r must be true or false" % (label, model["enforce_eager"]))
+    architecture = model.get("architecture")
+    if architecture is not None:
+        if not isinstance(architecture, dict):
+            problems.append("%s.architecture: must be a mapping {params_b, layers, ...}" % label)
+        else:
+            for key, value in architecture.items():
+                if value is not None and key != "tie" and (isinstance(value, bool)
+                                                           or not isinstance(value, (int, float))):
+                    problems.append("%s.architecture.%s: %r is not a number" % (label, key, value))
+    problems.extend(_env_problems("%s.env" % label, model.get("env")))
+    extra = model.get("extra_args")
+    if extra is not None and (not isinstance(extra, list)
+                              or any(isinstance(a, bool) or not isinstance(a, SCALARS) for a in extra)):
+        problems.append("%s.extra_args: must be a list of strings (one per argument), got %r" % (label, extra))
+    loras = model.get("lora_modules")
+    if loras is not None and (not isinstance(loras, list) or not all(
+            isinstance(lora, dict) and isinstance(lora.get("name"), str) and lora["name"]
+            and "=" not in lora["name"] and _path_problem(lora.get("path")) is None for lora in loras)):
+        problems.append("%s.lora_modules: must be a list of {name, path} (a name without '=', an absolute "
+                        "path), got %r" % (label, loras))
+    for key in ("revision", "image", "config_json"):
+        if model.get(key) is not None and not isinstance(model[key], str):
+            problems.append("%s.%s: %r must be a string" % (label, key, model[key]))
+    if isinstance(model.get("image"), str):
+        try:
+            check_image(model["image"])
+        except DeployError as exc:
+            problems.append("%s.image: %s" % (label, str(exc).split(": ", 1)[1]))
+    return problems
+
+
+def check_settings(settings):
+    """Every problem in the vllm role's variables (full names as keys), each naming the variable; [] when usable.
+
+    Runs first in the role's validate step, before anything is read or written: wrong types (``max_model_len:
+    lots``), ports out of range, an address that is not an IP address, and two models whose names fold to the
+    same compose service / systemd unit name (``Fast`` and ``fast``: one would silently replace the other)."""
+    problems = []
+    models = settings.get("vllm_models")
+    if models is None:
+        models = []
+    if not isinstance(models, list):
+        return ["vllm_models: must be a list of {name, model, port, ...}, got %s" % value_checks.type_name(models)]
+    keys, ports = {}, {}
+    for index, model in enumerate(models):
+        problems.extend(_model_problems(index, model))
+        if not isinstance(model, dict):
+            continue
+        name = model.get("name")
+        if isinstance(name, str) and SERVED_NAME_RE.match(name):
+            key = service_key(name)
+            if key in keys:
+                other_index, other = keys[key]
+                problems.append("vllm_models[%d] (%s) and vllm_models[%d] (%s) map to the same compose service and "
+                                "systemd unit %s: rename one (names are folded to lowercase, and characters other "
+                                "than letters, digits and - become -)" % (other_index, other, index, name, key))
+            else:
+                keys[key] = (index, name)
+        port = value_checks.as_port(model.get("port"), lowest=1024)
+        if port is not None:
+            if port in ports:
+                problems.append("vllm_models[%d].port: %d is also the port of vllm_models[%d] (%s)"
+                                % (index, port, ports[port][0], ports[port][1]))
+            else:
+                ports[port] = (index, name)
+    if models:
+        address = settings.get("vllm_bind_address")
+        if value_checks.ip_address(address) is None:
+            problems.append("vllm_bind_address: %r is not an IP address (the model ports are published on it; a "
+                            "host name cannot be bound)" % (address,))
+        fraction = value_checks.as_number(settings.get("vllm_gpu_memory_utilization", 0.9))
+        if fraction is None or not 0 < fraction <= 1:
+            problems.append("vllm_gpu_memory_utilization: %r is not a fraction of GPU memory (0-1, e.g. 0.9)"
+                            % (settings.get("vllm_gpu_memory_utilization"),))
+        for variable, lowest in (("vllm_start_period", 0), ("vllm_health_timeout", 1)):
+            if variable in settings:
+                number = value_checks.as_int(settings[variable])
+                if number is None or number < lowest:
+                    problems.append("%s: %r is not a whole number of seconds >= %d"
+                                    % (variable, settings[variable], lowest))
+        problems.extend(_env_problems("vllm_extra_env", settings.get("vllm_extra_env")))
+        if "vllm_image" in settings:
+            try:
+                check_image(settings["vllm_image"])
+            except DeployError as exc:
+                problems.append(str(exc))
+        for variable in ("vllm_dir", "vllm_venv", "vllm_hf_home", "vllm_cache_dir"):
+            if variable in settings:
+                problem = _path_problem(settings[variable])
+                if problem:
+                    problems.append("%s: %s" % (variable, problem))
+        user = settings.get("vllm_user", "vllm")
+        if not isinstance(user, str) or not USER_RE.match(user):
+            problems.append("vllm_user: %r is not a system user name (lowercase letters, digits, _ -; at most 32)"
+                            % (user,))
+        endpoint = settings.get("vllm_hf_endpoint") or ""
+        if not isinstance(endpoint, str) or (endpoint and not re.match(r"^https?://[^\s\"'%$]+$", endpoint)):
+            problems.append("vllm_hf_endpoint: %r is not an http(s):// URL" % (endpoint,))
+    return problems
 
 
 def compose(services, settings):
@@ -132,8 +305,76 @@ def compose(services, settings):
     return project
 
 
+# ExecStart= words that need neither quotes nor escapes (systemd.service(5), "Command lines").
+SYSTEMD_PLAIN_WORD = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def _systemd_c_escape(text):
+    """The inside of a double-quoted systemd string: backslash, double quote and control characters escaped."""
+    out = []
+    for char in text:
+        if char == "\\":
+            out.append("\\\\")
+        elif char == '"':
+            out.append('\\"')
+        elif ord(char) < 0x20 or ord(char) == 0x7f:
+            out.append("\\x%02x" % ord(char))
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def systemd_exec_word(word):
+    """One ExecStart= argument, so that systemd passes exactly ``word``: ``%`` (specifiers) doubled, ``$``
+    (variable expansion) doubled, and, unless the word is plain, the whole word in double quotes with C escapes
+    (systemd.service(5) documents quotes around whole words only; shlex.quote, used before, left ``%`` and ``$``
+    for systemd to expand)."""
+    text = str(word)
+    if text == ";":
+        return "\\;"          # a lone ; separates commands; \; is the literal argument
+    text = text.replace("%", "%%").replace("$", "$$")
+    if SYSTEMD_PLAIN_WORD.match(text):
+        return text
+    return '"%s"' % _systemd_c_escape(text)
+
+
+def systemd_environment(name, value):
+    """The value of one Environment= line, ``"NAME=value"``: quoted, C-escaped, ``%`` doubled (Environment=
+    expands specifiers but not ``$``)."""
+    if not value_checks.is_env_name(name):
+        raise DeployError("environment variable name %r is not usable (letters, digits, _)" % (name,))
+    return '"%s=%s"' % (name, _systemd_c_escape(str(value).replace("%", "%%")))
+
+
+def _systemd_line(value):
+    """A value systemd takes as the rest of the line (Description=, WorkingDirectory=, EnvironmentFile=, User=):
+    specifiers doubled, control characters (a newline would start a new directive) refused."""
+    text = str(value)
+    if re.search(r"[\x00-\x1f\x7f]", text):
+        raise DeployError("%r has a control character and cannot go into a systemd unit" % (text,))
+    return text.replace("%", "%%")
+
+
+def systemd_unit_text(unit):
+    """The unit file of one systemd_units() entry; every value escaped for systemd. ``EnvironmentFile=`` has no
+    ``-`` prefix: without its env file (the API key) the unit fails to start instead of serving without a key."""
+    lines = ["[Unit]", "Description=%s" % _systemd_line(unit["description"]),
+             "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple",
+             "User=%s" % _systemd_line(unit["user"]), "Group=%s" % _systemd_line(unit["user"])]
+    if unit.get("working_directory"):
+        lines.append("WorkingDirectory=%s" % _systemd_line(unit["working_directory"]))
+    lines.extend("Environment=%s" % systemd_environment(name, value) for name, value in unit["environment"])
+    if unit.get("env_file"):
+        lines.append("EnvironmentFile=%s" % _systemd_line(unit["env_file"]))
+    lines += ["ExecStart=%s" % " ".join(systemd_exec_word(word) for word in unit["argv"]),
+              "Restart=always", "RestartSec=10", "TimeoutStartSec=900", "LimitNOFILE=65536", "",
+              "[Install]", "WantedBy=multi-user.target"]
+    return "\n".join(lines) + "\n"
+
+
 def systemd_units(services, settings):
-    """{unit file name: {description, environment, exec_start, ...}} for the planned services."""
+    """{unit file name: {description, environment, argv, exec_start, text, ...}} for the planned services;
+    ``text`` is the whole unit file, escaped for systemd (the role's template prints it)."""
     check_services(services)
     units = {}
     for service in services:
@@ -146,14 +387,17 @@ def systemd_units(services, settings):
         env.update(settings.get("extra_env") or {})
         env.update(service.get("env") or {})
         args = vllm_args(service, service["port"], host=settings.get("bind_address", "127.0.0.1"))
-        exec_start = " ".join(shlex.quote(a) for a in [settings["venv"] + "/bin/vllm", "serve"] + args[1:2] + args[2:])
-        units["%s.service" % service_key(service["name"])] = {
+        argv = [settings["venv"] + "/bin/vllm", "serve"] + args[1:]
+        unit = {
             "description": "vLLM %s (%s) on GPU %s" % (service["name"], service["model"],
                                                        ",".join(str(g) for g in service["gpus"])),
-            "environment": sorted(env.items()),
+            "environment": sorted((str(k), str(v)) for k, v in env.items()),
             "env_file": settings.get("env_file"),
-            "exec_start": exec_start,
+            "argv": argv,
+            "exec_start": " ".join(systemd_exec_word(word) for word in argv),
             "user": settings.get("user", "vllm"),
             "working_directory": settings.get("dir"),
         }
+        unit["text"] = systemd_unit_text(unit)
+        units["%s.service" % service_key(service["name"])] = unit
     return units

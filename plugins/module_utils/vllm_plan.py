@@ -31,7 +31,7 @@ import json
 import math
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia, value_checks
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -221,6 +221,37 @@ def kv_bytes_per_token_per_gpu(arch, tp, kv_bytes):
     return 2 * arch["layers"] * kv_heads_per_gpu * arch["head_dim"] * kv_bytes
 
 
+INT_KEYS = ("max_model_len", "max_num_seqs", "tensor_parallel_size", "bits")
+
+
+def number_problems(label, spec):
+    """Numbers given as something else (``max_model_len: lots``): named here instead of crashing the arithmetic.
+    Digit strings count as numbers (INI inventories give strings)."""
+    problems = []
+    for key in INT_KEYS:
+        if spec.get(key) is not None:
+            number = value_checks.as_int(spec[key])
+            if number is None or number < 1:
+                problems.append("%s: %s %r is not a whole number >= 1" % (label, key, spec[key]))
+    if spec.get("gpu_memory_utilization") is not None:
+        fraction = value_checks.as_number(spec["gpu_memory_utilization"])
+        if fraction is None or not 0 < fraction <= 1:
+            problems.append("%s: gpu_memory_utilization %r is not a fraction (0-1)"
+                            % (label, spec["gpu_memory_utilization"]))
+    gpus = spec.get("gpus")
+    if gpus is not None and (not isinstance(gpus, list) or not gpus
+                             or any(value_checks.as_int(g) is None for g in gpus)):
+        problems.append("%s: gpus %r must be a non-empty list of GPU indices" % (label, gpus))
+    architecture = spec.get("architecture")
+    if architecture is not None and not isinstance(architecture, dict):
+        problems.append("%s: architecture must be a mapping" % label)
+    elif architecture:
+        for key, value in architecture.items():
+            if value is not None and key != "tie" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                problems.append("%s: architecture.%s %r is not a number" % (label, key, value))
+    return problems
+
+
 def _read_text(path):
     with open(path) as handle:
         return handle.read()
@@ -251,6 +282,10 @@ class Planner(object):
         for key in ("name", "model"):
             if not spec.get(key):
                 self.problems.append("%s: needs %s" % (label, key))
+        wrong = number_problems(label, spec)
+        if wrong:
+            self.problems.extend(wrong)
+            return None
         arch = {}
         entry = catalog_entry(spec.get("model"))
         if entry:
@@ -269,7 +304,7 @@ class Planner(object):
             self.problems.append("%s: model %r is not in the catalog; give architecture {params_b, layers, "
                                  "attention_heads, kv_heads, head_dim} or config_json" % (label, spec.get("model")))
             return None
-        quantization, bits = spec.get("quantization"), spec.get("bits")
+        quantization, bits = spec.get("quantization"), value_checks.as_int(spec.get("bits"))
         if quantization is None and spec.get("model"):
             quantization, inferred_bits = infer_quantization(spec["model"])
             bits = bits or inferred_bits

@@ -38,7 +38,8 @@ options:
     required: true
   compose:
     description: "C(services), C(address), C(images), C(ports), C(retention_time), C(retention_size),
-      C(collect_interval_ms), C(restart)."
+      C(gpu_interval) (the GPU scrape interval; dcgm-exporter collects as often) or C(collect_interval_ms),
+      C(restart)."
     type: dict
     required: true
 attributes:

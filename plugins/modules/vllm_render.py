@@ -71,7 +71,8 @@ compose:
   returned: success
   type: dict
 units:
-  description: Unit file name to C({description, environment, env_file, exec_start, user, working_directory}).
+  description: Unit file name to C({description, environment, env_file, argv, exec_start, user, working_directory,
+    text}); C(text) is the whole unit file with every value escaped for systemd (the role's template prints it).
   returned: success
   type: dict
 ports:

@@ -442,14 +442,51 @@ def test_a_site_nginx_rejects_is_put_back_and_the_run_fails(nginx_proxy):
     assert (nginx_proxy.base / "site.conf").read_text() == before
 
 
+NGINX_SPY = """#!/bin/sh
+# Stand-in on PATH: record what the live site holds whenever nginx -t runs, then run the real nginx.
+case " $* " in *" -t "*) cat {site} > {record}.$$ 2>/dev/null || echo MISSING > {record}.$$ ;; esac
+exec {nginx} "$@"
+"""
+
+
+def test_the_working_site_stays_in_place_while_nginx_tests_a_new_one(nginx_proxy, tmp_path, monkeypatch):
+    """Issue 20: a failed write of the site never removes the working one. nginx -t must test the new site from
+    a separate file; the live site is replaced only after the test passed (atomic rename), and no backup or
+    temporary file is left where nginx would read it."""
+    site = nginx_proxy.base / "site.conf"
+    before = site.read_text()
+    inode = site.stat().st_ino
+    spy = tmp_path / "bin"
+    spy.mkdir()
+    record = tmp_path / "live-site-during-test"  # one file per nginx -t run (.PID)
+    (spy / "nginx").write_text(NGINX_SPY.format(site=site, record=record, nginx=shutil.which("nginx")))
+    (spy / "nginx").chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (spy, os.environ["PATH"]))
+    listing = sorted(p.name for p in nginx_proxy.base.iterdir())
+    # An upstream nginx cannot resolve gets past the renderer: nginx -t is what rejects it.
+    inventory, play = nginx_proxy.inventory(tls_proxy_upstream_host="no-such-host.invalid")
+    rc, out, err = playbook("-i", inventory, play)
+    assert rc != 0 and "nginx -t rejected the rendered site" in out, out[-3000:]
+    assert "no-such-host.invalid" in out
+    seen = [p.read_text() for p in tmp_path.glob("live-site-during-test.*")]
+    assert seen, "nginx -t was not run"
+    assert all(text == before for text in seen), "the live site held the rejected version while nginx -t ran"
+    assert site.read_text() == before and site.stat().st_ino == inode
+    assert sorted(p.name for p in nginx_proxy.base.iterdir()) == listing
+    # (The runs above and the fixture's first run wrote the site through the same module: tested first, then
+    # one rename. tests/unit/.../test_tls_proxy.py checks the test config it builds.)
+
+
 def test_bad_settings_are_named_before_anything_changes(tmp_path, upstream):
     proxy = Proxy(tmp_path, "nginx", upstream)
     inventory, play = proxy.inventory(tls_proxy_paths=["/", "/v1/"], tls_proxy_certificate_source="acme",
-                                      tls_proxy_listen_addresses=["gw.local"])
+                                      tls_proxy_listen_addresses=["gw.local"],
+                                      tls_proxy_acme_email="ops@example.org\n}\nimport evil")
     rc, out, err = playbook("-i", inventory, play)
     assert rc != 0
     for fragment in ("tls_proxy_paths: '/' would expose everything",
                      "tls_proxy_certificate_source: acme needs tls_proxy_server: caddy",
-                     "tls_proxy_listen_addresses: 'gw.local' is not an IP address"):
+                     "tls_proxy_listen_addresses: 'gw.local' is not an IP address",
+                     "tls_proxy_acme_email: 'ops@example.org\\n}\\nimport evil' is not an e-mail address"):
         assert fragment in out, out[-3000:]
     assert not proxy.pki.exists() and not (tmp_path / "site.conf").exists()

@@ -176,3 +176,55 @@ def test_two_keys_with_one_alias_is_an_error():
     api = litellm_keys.KeyApi(lambda m, p, b: (200, body))
     with pytest.raises(litellm_keys.LitellmApiError):
         api.find("web")
+
+
+# -- issue 20: the role's own variables, checked before anything is rendered --------------------------------
+ROLE = {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000, "litellm_workers": 3, "litellm_num_retries": 2,
+        "litellm_timeout": 600, "litellm_allowed_fails": 1, "litellm_cooldown_time": 30, "litellm_retry_after": 0,
+        "litellm_health_check_interval": 60, "litellm_readiness_timeout": 300, "litellm_log_level": "ERROR",
+        "litellm_extra_env": {}, "litellm_dir": "/opt/llm-gateway"}
+
+
+def test_good_role_settings_and_digit_strings_pass():
+    assert litellm_config.check_settings(ROLE) == []
+    assert litellm_config.check_settings(dict(ROLE, litellm_port="8001", litellm_workers="4", litellm_timeout="600",
+                                              litellm_bind_address="::1")) == []
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"litellm_bind_address": "gateway.lan"}, "litellm_bind_address: 'gateway.lan' is not an IP address"),
+    ({"litellm_bind_address": ""}, "litellm_bind_address: '' is not an IP address"),
+    ({"litellm_port": 70000}, "litellm_port: 70000 is not a TCP port"),
+    ({"litellm_port": "http"}, "litellm_port: 'http' is not a TCP port"),
+    ({"litellm_port": 0}, "litellm_port: 0 is not a TCP port"),
+    ({"litellm_workers": 0}, "litellm_workers: 0 is not a whole number >= 1"),
+    ({"litellm_workers": "many"}, "litellm_workers: 'many'"),
+    ({"litellm_timeout": "10m"}, "litellm_timeout: '10m' is not a whole number >= 1"),
+    ({"litellm_health_check_interval": "1m"}, "litellm_health_check_interval: '1m'"),
+    ({"litellm_log_level": "loud"}, "litellm_log_level: 'loud' is not one of"),
+    ({"litellm_extra_env": {"1X": "a"}}, "litellm_extra_env: '1X' is not an environment variable name"),
+    ({"litellm_dir": "opt/gw"}, "litellm_dir: 'opt/gw' is not an absolute path"),
+])
+def test_bad_role_settings_are_named(changes, fragment):
+    problems = litellm_config.check_settings(dict(ROLE, **changes))
+    assert any(fragment in p for p in problems), problems
+
+
+def test_a_vllm_port_given_as_digits_is_routed_to_that_port():
+    given = hosts()
+    given["gpu-b"]["models"] = [{"name": "fast", "port": "8001"}, {"name": "reasoning", "port": "8003",
+                                                                    "max_model_len": "8192"}]
+    built = litellm_config.build(data(hosts=given))
+    bases = [e["litellm_params"]["api_base"] for e in built["config"]["model_list"]
+             if e["model_info"]["id"] == "reasoning-gpu-b"]
+    assert bases == ["http://10.0.20.21:8003/v1"]
+    info = [e["model_info"] for e in built["config"]["model_list"] if e["model_info"]["id"] == "reasoning-gpu-b"]
+    assert info[0]["max_input_tokens"] == 8192
+
+
+def test_a_vllm_max_model_len_that_is_not_a_number_is_named():
+    given = hosts()
+    given["gpu-b"]["models"][1]["max_model_len"] = "lots"
+    with pytest.raises(litellm_config.LitellmConfigError, match=r"vllm_models\[1\] of gpu-b \(reasoning\): "
+                                                               r"max_model_len 'lots'"):
+        litellm_config.build(data(hosts=given))

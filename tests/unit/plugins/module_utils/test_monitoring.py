@@ -118,7 +118,7 @@ def test_alertmanager_without_receivers_is_valid_and_silent():
     ({"email": {"to": "o@b", "from": "a@b", "smarthost": "smtp"}}, "monitoring_alert_email.smarthost: 'smtp'"),
     ({"email": {"to": "o@b", "from": "a@b", "smarthost": "smtp:25", "auth_username": "u"}},
      "a user name needs auth_password_file"),
-    ({"repeat_interval": "daily"}, "monitoring_alertmanager_repeat_interval: 'daily'"),
+    ({"repeat_interval": "daily"}, "monitoring_alert_repeat_interval: 'daily'"),
 ])
 def test_bad_alertmanager_settings_are_named(settings, fragment):
     with pytest.raises(monitoring.MonitoringError) as raised:
@@ -131,3 +131,69 @@ def test_vllm_bound_to_every_address_is_scraped_at_its_inference_address():
     hosts["gpu-b"]["vllm_address"] = "0.0.0.0"
     jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
     assert jobs["vllm"]["targets"][-1]["address"] == "10.0.20.21:8003"
+
+
+# Issue 20: `1m30s` is a valid Prometheus duration and must be accepted and rendered as such; what Prometheus
+# refuses must be refused here, naming the variable. promtool (Debian's Prometheus) is the judge.
+DURATIONS = ["1m30s", "15s", "500ms", "1h", "2w", "1d12h", "30s1m", "5s5s", "1.5m", "90 seconds", "1M", "5"]
+
+
+def promtool_accepts(duration, tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("promtool") is None:
+        pytest.fail("promtool is not installed: run make setup")
+    config = tmp_path / ("p-%d.yml" % DURATIONS.index(duration))
+    config.write_text("global:\n  scrape_interval: '%s'\n  evaluation_interval: 15s\n" % duration)
+    return subprocess.run(["promtool", "check", "config", str(config)], capture_output=True).returncode == 0
+
+
+@pytest.mark.parametrize("duration", DURATIONS)
+def test_intervals_are_checked_as_prometheus_checks_them(duration, tmp_path):
+    problems = monitoring.validate_settings({"interval": duration, "gpu_interval": duration})
+    assert (problems == []) is promtool_accepts(duration, tmp_path), problems
+    for problem in problems:
+        assert problem.startswith(("monitoring_interval: %r" % duration, "monitoring_gpu_interval: %r" % duration))
+
+
+def test_a_gpu_interval_of_1m30s_is_rendered_as_given_and_dcgm_collects_every_90_seconds():
+    hosts, groups = inventory()
+    settings = {"gpu_interval": "1m30s", "interval": "1m30s"}
+    jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, settings))
+    assert jobs["dcgm"]["interval"] == "1m30s"
+    config = monitoring.prometheus_config(list(jobs.values()), settings)
+    scrape = [c for c in config["scrape_configs"] if c["job_name"] == "dcgm"][0]
+    assert scrape["scrape_interval"] == "1m30s" and config["global"]["scrape_interval"] == "1m30s"
+    project = monitoring.compose({"services": ["dcgm-exporter"], "address": "10.0.10.20",
+                                  "images": {"dcgm-exporter": "nvcr.io/nvidia/k8s/dcgm-exporter:4.4.0-4.5.0"},
+                                  "gpu_interval": "1m30s"})
+    command = project["services"]["dcgm-exporter"]["command"]
+    assert command[command.index("-c") + 1] == str(90 * 1000)
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    ({"gpu_interval": "0s"}, "monitoring_gpu_interval: '0s' is not a Prometheus duration above 0"),
+    ({"retention_size": "50 gigs"}, "monitoring_retention_size: '50 gigs'"),
+    ({"ports": {"prometheus": "lots"}}, "monitoring_prometheus_port: 'lots' is not a TCP port"),
+    ({"ports": {"grafana": 70000}}, "monitoring_grafana_port: 70000 is not a TCP port"),
+])
+def test_bad_compose_settings_are_named(settings, fragment):
+    base = {"services": ["prometheus"], "address": "10.0.10.14",
+            "images": {"prometheus": "docker.io/prom/prometheus:v2.55.1"}}
+    with pytest.raises(monitoring.MonitoringError) as raised:
+        monitoring.compose(dict(base, **settings))
+    assert any(fragment in e for e in raised.value.errors), raised.value.errors
+
+
+def test_a_port_given_as_digits_is_used_as_that_port():
+    project = monitoring.compose({"services": ["prometheus"], "address": "10.0.10.14",
+                                  "images": {"prometheus": "docker.io/prom/prometheus:v2.55.1"},
+                                  "ports": {"prometheus": "9091"}})
+    assert project["services"]["prometheus"]["ports"] == ["10.0.10.14:9091:9090"]
+    hosts, groups = inventory()
+    hosts["gw"]["litellm_port"] = "4001"
+    jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
+    assert jobs["litellm"]["targets"][0]["address"] == "10.0.10.12:4001"
+    hosts["gw"]["litellm_port"] = 70000
+    with pytest.raises(monitoring.MonitoringError, match="host gw: litellm_port 70000 is not a TCP port"):
+        monitoring.jobs_from_inventory(hosts, groups, {})

@@ -123,3 +123,97 @@ def test_good_settings_have_no_problems():
     assert tls_proxy.validate(settings()) == []
     assert tls_proxy.validate(settings(server="caddy", caddy_admin="off", access_log="off")) == []
     assert tls_proxy.validate(settings(server="caddy", caddy_admin="unix//run/caddy/admin.sock")) == []
+
+
+# -- issue 20: the ACME e-mail, and the config nginx -t tests before a new site replaces the old ------------
+@pytest.mark.parametrize("email, fragment", [
+    ("", "tls_proxy_acme_email: ACME (tls_proxy_certificate_source: acme) needs the account's e-mail"),
+    ("ops", "tls_proxy_acme_email: 'ops' is not an e-mail address"),
+    ("ops@example.org\n}\nimport x", "tls_proxy_acme_email: 'ops@example.org\\n}\\nimport x' is not an e-mail"),
+    ("ops@example.org email2", "is not an e-mail address"),
+])
+def test_the_acme_email_must_be_an_address(email, fragment):
+    errors = tls_proxy.validate(settings(server="caddy", certificate_source="acme", acme_email=email))
+    assert any(fragment in e for e in errors), errors
+
+
+def test_a_good_acme_email_passes_and_is_checked_whatever_the_source():
+    assert tls_proxy.validate(settings(server="caddy", certificate_source="acme", acme_email="ops@example.org")) == []
+    errors = tls_proxy.validate(settings(acme_email="not an address"))
+    assert errors == ["tls_proxy_acme_email: 'not an address' is not an e-mail address (name@example.org)"]
+
+
+DEBIAN_MAIN = """user www-data;
+include /etc/nginx/modules-enabled/*.conf;
+events { worker_connections 768; }
+http {
+    include mime.types;   # relative: from the main config's directory
+    # include /etc/nginx/conf.d/*.conf;  (a comment, not a directive)
+    include /etc/nginx/conf.d/*.conf;
+    include "/etc/nginx/sites-enabled/*";
+}
+"""
+
+
+def directives(text):
+    """The include arguments in order, read with a plain regex (not the code under test)."""
+    import re
+    text = "\n".join(line.split("#")[0] for line in text.splitlines())
+    return [m.strip('"') for m in re.findall(r"include\s+([^;]+);", text)]
+
+
+def test_the_test_config_loads_the_new_site_in_place_of_the_old_one():
+    on_disk = {"/etc/nginx/conf.d/*.conf": ["/etc/nginx/conf.d/a.conf", "/etc/nginx/conf.d/llmstack-gateway.conf",
+                                            "/etc/nginx/conf.d/z.conf"]}
+    text = tls_proxy.nginx_test_config(DEBIAN_MAIN, "/etc/nginx/nginx.conf", "/etc/nginx/conf.d/llmstack-gateway.conf",
+                                       "/etc/nginx/conf.d/.new", lambda pattern: on_disk.get(pattern, []))
+    assert directives(text) == ["/etc/nginx/modules-enabled/*.conf", "mime.types", "/etc/nginx/conf.d/a.conf",
+                                "/etc/nginx/conf.d/.new", "/etc/nginx/conf.d/z.conf", "/etc/nginx/sites-enabled/*"]
+
+
+def test_a_first_site_is_tested_with_the_other_sites_of_its_glob():
+    text = tls_proxy.nginx_test_config(DEBIAN_MAIN, "/etc/nginx/nginx.conf", "/etc/nginx/sites-enabled/gw",
+                                       "/etc/nginx/sites-enabled/.new",
+                                       lambda pattern: ["/etc/nginx/sites-enabled/default"]
+                                       if pattern.startswith("/etc/nginx/sites-enabled") else [])
+    assert directives(text)[-2:] == ["/etc/nginx/sites-enabled/default", "/etc/nginx/sites-enabled/.new"]
+    assert "/etc/nginx/conf.d/*.conf" in directives(text)
+
+
+def test_a_site_the_main_config_does_not_include_is_refused():
+    with pytest.raises(tls_proxy.TlsProxyError, match="tls_proxy_nginx_main_config: /etc/nginx/nginx.conf has no "
+                                                      "include directive that names tls_proxy_nginx_site_path"):
+        tls_proxy.nginx_test_config(DEBIAN_MAIN, "/etc/nginx/nginx.conf", "/srv/gw.conf", "/srv/.new",
+                                    lambda pattern: [])
+    # A dot file is not matched by *.conf (glob(3)), as nginx would not load it either.
+    with pytest.raises(tls_proxy.TlsProxyError):
+        tls_proxy.nginx_test_config(DEBIAN_MAIN, "/etc/nginx/nginx.conf", "/etc/nginx/conf.d/.gw.conf", "/x",
+                                    lambda pattern: [])
+
+
+def test_nginx_itself_accepts_the_test_config_and_rejects_a_bad_candidate(tmp_path):
+    import glob
+    import shutil
+    import subprocess
+    if shutil.which("nginx") is None:
+        pytest.fail("nginx is not installed: run make setup")
+    sites = tmp_path / "sites"
+    sites.mkdir()
+    (sites / "other.conf").write_text("server { listen 127.0.0.1:1; server_name other; }\n")
+    site = sites / "gw.conf"
+    site.write_text("server { listen 127.0.0.1:2; server_name gw; }\n")
+    main = tmp_path / "nginx.conf"
+    main.write_text("pid %s/nginx.pid;\nerror_log %s/error.log;\nevents {}\nhttp {\n access_log off;\n"
+                    " include sites/*.conf;\n}\n" % (tmp_path, tmp_path))
+    results = {}
+    for name, candidate_text in (("good", "server { listen 127.0.0.1:3; server_name gw; }\n"),
+                                 ("bad", "server { listen 127.0.0.1:3; no_such_directive on; }\n")):
+        candidate = sites / (".gw.conf." + name)
+        candidate.write_text(candidate_text)
+        test_main = tmp_path / (".test-%s.conf" % name)
+        test_main.write_text(tls_proxy.nginx_test_config(main.read_text(), str(main), str(site), str(candidate),
+                                                         glob.glob))
+        run = subprocess.run(["nginx", "-t", "-q", "-c", str(test_main)], capture_output=True, text=True)
+        results[name] = (run.returncode, run.stderr)
+    assert results["good"][0] == 0, results["good"]
+    assert results["bad"][0] != 0 and "no_such_directive" in results["bad"][1] and ".gw.conf.bad" in results["bad"][1]

@@ -82,3 +82,191 @@ def test_ports_must_be_distinct_and_unprivileged(services, ports, message):
     broken = [dict(s, port=p) for s, p in zip(services, ports, strict=True)]
     with pytest.raises(vllm_deploy.DeployError, match=message):
         vllm_deploy.compose(broken, SETTINGS)
+
+
+# -- issue 20: settings checked before any change, names folded to one service, the systemd unit escaped ------
+GOOD = {"vllm_models": [dict(MODELS[0], max_model_len=4096)], "vllm_bind_address": "127.0.0.1",
+        "vllm_gpu_memory_utilization": 0.9, "vllm_start_period": 900, "vllm_health_timeout": 1800,
+        "vllm_extra_env": {}, "vllm_image": "vllm/vllm-openai:v0.11.0", "vllm_dir": "/opt/llm-inference",
+        "vllm_venv": "/opt/llm-inference/venv", "vllm_hf_home": "/opt/llm-inference/hf-cache",
+        "vllm_cache_dir": "/opt/llm-inference/vllm-cache", "vllm_user": "vllm", "vllm_hf_endpoint": ""}
+
+
+def model(**changes):
+    return dict(GOOD, vllm_models=[dict(GOOD["vllm_models"][0], **changes)])
+
+
+def test_good_settings_and_digit_strings_pass():
+    assert vllm_deploy.check_settings(GOOD) == []
+    assert vllm_deploy.check_settings(model(port="8001", max_model_len="4096", gpus=["0"])) == []
+    assert vllm_deploy.check_settings(dict(GOOD, vllm_models=[])) == []
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    (model(max_model_len="lots"), "vllm_models[0] (fast).max_model_len: 'lots' is not a whole number"),
+    (model(max_model_len=0), "vllm_models[0] (fast).max_model_len: 0"),
+    (model(port=70000), "vllm_models[0] (fast).port: 70000 is not a TCP port"),
+    (model(port="http"), "vllm_models[0] (fast).port: 'http' is not a TCP port"),
+    (model(port=True), "vllm_models[0] (fast).port: True"),
+    (model(gpu_memory_utilization="most"), "vllm_models[0] (fast).gpu_memory_utilization: 'most'"),
+    (model(gpus="0,1"), "vllm_models[0] (fast).gpus: '0,1'"),
+    (model(gpus=[0, 0]), "lists a GPU twice"),
+    (model(tensor_parallel_size="two"), "vllm_models[0] (fast).tensor_parallel_size: 'two'"),
+    (model(enforce_eager="no"), "vllm_models[0] (fast).enforce_eager: 'no' must be true or false"),
+    (model(architecture={"params_b": "8b"}), "vllm_models[0] (fast).architecture.params_b: '8b'"),
+    (model(env={"BAD NAME": "x"}), "vllm_models[0] (fast).env: 'BAD NAME' is not an environment variable"),
+    (model(extra_args="--enforce-eager --x"), "vllm_models[0] (fast).extra_args: must be a list"),
+    (model(lora_modules=[{"name": "sql"}]), "vllm_models[0] (fast).lora_modules"),
+    (model(name="fast model"), "vllm_models[0].name: 'fast model' is not a served model name"),
+    (model(image="vllm/vllm-openai:latest"), "vllm_models[0] (fast).image:"),
+    (dict(GOOD, vllm_models={"fast": {}}), "vllm_models: must be a list"),
+    (dict(GOOD, vllm_models=["fast"]), "vllm_models[0]: must be a mapping"),
+    (dict(GOOD, vllm_bind_address="gpu-a.lan"), "vllm_bind_address: 'gpu-a.lan' is not an IP address"),
+    (dict(GOOD, vllm_gpu_memory_utilization=90), "vllm_gpu_memory_utilization: 90"),
+    (dict(GOOD, vllm_start_period="15m"), "vllm_start_period: '15m' is not a whole number of seconds"),
+    (dict(GOOD, vllm_extra_env={"A-B": 1}), "vllm_extra_env: 'A-B' is not an environment variable name"),
+    (dict(GOOD, vllm_extra_env={"A": {"b": 1}}), "vllm_extra_env.A: must be a string or a number"),
+    (dict(GOOD, vllm_venv="venv"), "vllm_venv: 'venv' is not an absolute path"),
+    (dict(GOOD, vllm_dir="/opt/x\nExecStartPre=/bin/sh"), "vllm_dir:"),
+    (dict(GOOD, vllm_user="root user"), "vllm_user: 'root user'"),
+    (dict(GOOD, vllm_hf_endpoint="mirror.lan"), "vllm_hf_endpoint: 'mirror.lan' is not an http(s):// URL"),
+])
+def test_bad_settings_are_named(settings, fragment):
+    problems = vllm_deploy.check_settings(settings)
+    assert any(fragment in p for p in problems), problems
+
+
+@pytest.mark.parametrize("first, second", [("Fast", "fast"), ("a.b", "a-b"), ("org/model", "org:model"),
+                                           ("fast_1", "fast.1")])
+def test_names_that_fold_to_one_service_are_refused_naming_both(first, second):
+    assert vllm_deploy.service_key(first) == vllm_deploy.service_key(second)  # the premise: they collide
+    settings = dict(GOOD, vllm_models=[dict(MODELS[0], name=first, port=8001),
+                                       dict(MODELS[0], name=second, port=8002)])
+    problems = vllm_deploy.check_settings(settings)
+    assert len(problems) == 1, problems
+    assert "vllm_models[0] (%s)" % first in problems[0] and "vllm_models[1] (%s)" % second in problems[0]
+    assert vllm_deploy.service_key(first) in problems[0]
+
+
+def test_distinct_names_pass_and_a_shared_port_is_named():
+    settings = dict(GOOD, vllm_models=[dict(MODELS[0], name="fast", port=8001),
+                                       dict(MODELS[0], name="fast2", port="8001")])
+    assert vllm_deploy.check_settings(settings) == [
+        "vllm_models[1].port: 8001 is also the port of vllm_models[0] (fast)"]
+
+
+def test_a_port_given_as_digits_is_rendered_as_that_port(services):
+    as_text = [dict(s, port=str(s["port"])) for s in services]
+    project = vllm_deploy.compose(as_text, SETTINGS)
+    assert project["services"]["vllm-fast"]["ports"] == ["127.0.0.1:8001:8000"]
+
+
+def systemd_words(line):
+    """Reference reading of an ExecStart= line per systemd.service(5) "Command lines" (independent of the code
+    under test): words split on blanks; double or single quotes only around a whole word; C escapes; "%%" is %
+    (specifiers) and "$$" is $ (variable expansion); a lone "\\;" is ";"."""
+    words, index = [], 0
+    escapes = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", " ": " "}
+    while index < len(line):
+        if line[index] == " ":
+            index += 1
+            continue
+        word, quote = [], None
+        if line[index] in "\"'":
+            quote = line[index]
+            index += 1
+        while index < len(line):
+            char = line[index]
+            if quote and char == quote:
+                index += 1
+                assert index == len(line) or line[index] == " ", "quote closed inside a word: %r" % line
+                break
+            if not quote and char == " ":
+                break
+            assert quote or char not in "\"'", "quote inside an unquoted word: %r" % line
+            if char == "\\":
+                nxt = line[index + 1]
+                if nxt == "x":
+                    word.append(chr(int(line[index + 2:index + 4], 16)))
+                    index += 4
+                    continue
+                word.append(escapes.get(nxt, "\\" + nxt) if nxt != ";" else ";")
+                index += 2
+                continue
+            if char in "%$":
+                assert line[index + 1] == char, "lone %s in %r" % (char, line)
+                index += 1
+            word.append(char)
+            index += 1
+        else:
+            assert not quote, "unterminated quote in %r" % line
+        words.append("".join(word))
+    return words
+
+
+AWKWARD = ["two words", "it's", 'say "hi"', "100%", "$HOME", "${X}", "back\\slash", "tab\there", "line\nbreak",
+           ";", "", "%n%%", "a'b\"c"]
+
+
+def awkward_services(services):
+    first = dict(services[0], extra_args=AWKWARD, revision="rev with space",
+                 env={"QUOTED": 'say "hi" 100% $HOME \\ end', "NEWLINE": "a\nb"})
+    return [first] + services[1:]
+
+
+def test_every_exec_start_argument_reaches_vllm_unchanged(services):
+    settings = dict(SETTINGS, venv="/opt/llm inference/venv")
+    units = vllm_deploy.systemd_units(awkward_services(services), settings)
+    unit = units["vllm-fast.service"]
+    line = [x for x in unit["text"].splitlines() if x.startswith("ExecStart=")][0][len("ExecStart="):]
+    argv = systemd_words(line)
+    assert argv[:2] == ["/opt/llm inference/venv/bin/vllm", "serve"] and argv[-len(AWKWARD):] == AWKWARD
+    assert flag(argv, "--revision") == "rev with space" and flag(argv, "--port") == "8001"
+
+
+def test_environment_values_are_quoted_and_escaped(services):
+    unit = vllm_deploy.systemd_units(awkward_services(services), SETTINGS)["vllm-fast.service"]
+    env = {}
+    for text in unit["text"].splitlines():
+        if text.startswith("Environment="):
+            (value,) = systemd_words(text[len("Environment="):].replace("$", "$$"))  # $ is literal there
+            name, _sep, rest = value.partition("=")
+            env[name] = rest
+    assert env["QUOTED"] == 'say "hi" 100% $HOME \\ end' and env["NEWLINE"] == "a\nb"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_the_unit_fails_closed_without_its_env_file(services):
+    text = vllm_deploy.systemd_units(services, SETTINGS)["vllm-fast.service"]["text"]
+    lines = text.splitlines()
+    assert "EnvironmentFile=%s" % SETTINGS["env_file"] in lines
+    assert not [x for x in lines if x.startswith("EnvironmentFile=-")]
+
+
+def test_a_control_character_in_a_unit_value_is_refused(services):
+    with pytest.raises(vllm_deploy.DeployError, match="control character"):
+        vllm_deploy.systemd_units(services, dict(SETTINGS, dir="/opt/x\nExecStartPre=/bin/true"))
+
+
+def test_systemd_analyze_verifies_the_rendered_unit(services, tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    venv = tmp_path / "v e n v"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "vllm").write_text("#!/bin/sh\n")
+    (venv / "bin" / "vllm").chmod(0o755)
+    env_file = tmp_path / "vllm.env"
+    env_file.write_text("VLLM_API_KEY=x\n")
+    settings = dict(SETTINGS, venv=str(venv), env_file=str(env_file), dir=str(tmp_path), user="root")
+    for name, unit in vllm_deploy.systemd_units(awkward_services(services), settings).items():
+        path = tmp_path / name
+        path.write_text(unit["text"])
+        result = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
+        assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+    # The check can fail (it catches broken quoting; the meaning of each word is checked by systemd_words above).
+    bad = tmp_path / "vllm-bad.service"
+    bad.write_text("[Service]\nExecStart=/bin/true serve \"unterminated\n")
+    result = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True, text=True)
+    assert result.returncode != 0 or result.stderr.strip()

@@ -196,3 +196,23 @@ def test_bad_input_names_the_model_and_key():
                      "quantization 'int3' is not one of awq, gptq, fp8", "unknown keys flavour",
                      "models: name 'a' appears 2 times", "max_model_len 65536 is above the model's 32768 positions"):
         assert fragment in text
+
+
+# Issue 20: a wrong type is a problem naming the model and the key, never a Python exception.
+@pytest.mark.parametrize("changes, fragment", [
+    ({"max_model_len": "lots"}, "max_model_len 'lots' is not a whole number"),
+    ({"gpu_memory_utilization": "most"}, "gpu_memory_utilization 'most' is not a fraction"),
+    ({"tensor_parallel_size": "two"}, "tensor_parallel_size 'two'"),
+    ({"max_num_seqs": [64]}, "max_num_seqs [64]"),
+    ({"gpus": ["first"]}, "gpus ['first'] must be a non-empty list"),
+    ({"architecture": {"params_b": "8b", "layers": 32}}, "architecture.params_b '8b' is not a number"),
+])
+def test_wrong_types_are_problems_not_exceptions(changes, fragment):
+    with pytest.raises(vllm_plan.PlanError) as raised:
+        vllm_plan.plan(RTX3090, [dict(PLATFORM_A[0], **changes)])
+    assert any(fragment in p and "model fast" in p for p in raised.value.problems), raised.value.problems
+
+
+def test_numbers_given_as_digit_strings_are_used_as_numbers():
+    planned = vllm_plan.plan(RTX3090, [dict(PLATFORM_A[0], max_model_len="4096", gpus=["0"], bits="4")])
+    assert planned["services"][0]["max_model_len"] == 4096 and planned["services"][0]["gpus"] == [0]

@@ -1,0 +1,101 @@
+# -*- coding: utf-8 -*-
+# Copyright: pvegpu.llmstack contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checks of single values that every role's settings check shares (plain Python, no Ansible imports).
+
+One rule for numbers in every role: an integer, or a string of decimal digits (INI inventories and
+``-e key=value`` give strings), is accepted and used as that integer; anything else (``"lots"``, ``8001.5``,
+``true``, ``"0x1f"``) is refused. The functions here return the usable value, or None when the value is not
+usable; the callers word the message, naming their variable.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ipaddress
+import re
+
+_DIGITS = re.compile(r"^\s*[0-9]+\s*$")
+_FLOAT = re.compile(r"^\s*([0-9]+(\.[0-9]*)?|\.[0-9]+)\s*$")
+# Prometheus' (and Alertmanager's) duration: prometheus/common model.ParseDuration. Units in this order, each
+# at most once, e.g. 1m30s, 1h, 500ms, 2w; "0" alone is allowed there (callers that need > 0 say so).
+_PROMETHEUS_DURATION = re.compile(r"^(?:([0-9]+)y)?(?:([0-9]+)w)?(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?"
+                                  r"(?:([0-9]+)s)?(?:([0-9]+)ms)?$")
+_PROMETHEUS_UNITS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+# An address a person can receive mail at: local part @ DNS name with a dot (RFC 5321's dot-atom form, without
+# quoted local parts, which no ACME CA accepts). No whitespace, quotes, braces or semicolons: the value ends up
+# in Caddyfiles and alertmanager.yml.
+_EMAIL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`|~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`|~-]+)*"
+                    r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def as_int(value):
+    """An int from an int or a string of decimal digits; None for anything else (bools, floats, words)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and _DIGITS.match(value):
+        return int(value)
+    return None
+
+
+def as_number(value):
+    """A float from an int, a float or a decimal string (``"0.9"``); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and _FLOAT.match(value):
+        return float(value)
+    return None
+
+
+def as_port(value, lowest=1):
+    """A TCP port (``lowest``-65535) from an int or a digit string; None otherwise."""
+    number = as_int(value)
+    if number is None or not lowest <= number <= 65535:
+        return None
+    return number
+
+
+def ip_address(value):
+    """The ``ipaddress`` object of an IPv4/IPv6 address given as text; None for names and anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return ipaddress.ip_address(value.strip())
+    except ValueError:
+        return None
+
+
+def prometheus_seconds(value):
+    """Seconds of a Prometheus duration (``1m30s`` -> 90.0, ``500ms`` -> 0.5, ``0`` -> 0.0); None if invalid."""
+    if not isinstance(value, str):
+        return None
+    if value == "0":
+        return 0.0
+    match = _PROMETHEUS_DURATION.match(value)
+    if not value or not match or not any(group is not None for group in match.groups()):
+        return None
+    groups = match.groups()
+    return sum(int(groups[i]) * _PROMETHEUS_UNITS[i] for i in range(len(groups)) if groups[i] is not None)
+
+
+def is_email(value):
+    """True for a syntactically usable e-mail address (``ops@example.org``)."""
+    return isinstance(value, str) and len(value) <= 254 and bool(_EMAIL.match(value))
+
+
+def is_env_name(value):
+    """True for a usable environment variable name (``NCCL_IB_DISABLE``)."""
+    return isinstance(value, str) and bool(_ENV_NAME.match(value))
+
+
+def type_name(value):
+    """``'lots' (a string)`` style wording for messages."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
+             dict: "a mapping", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
