@@ -76,6 +76,15 @@ def role_doc(role, spec, heading="#"):
                 description += " Choices: %s." % ", ".join("`%s`" % c for c in option["choices"])
             lines.append("| `%s` | %s | %s | %s |" % (name, kind, cell(default_text(option)), cell(description)))
         lines.append("")
+    others = sorted(name for name in spec["argument_specs"] if name != "main")
+    if others:
+        lines += ["%s# Other entry points" % heading, "",
+                  "Used with `import_role`/`include_role` and `tasks_from: <entry point>`:", ""]
+        for name in others:
+            entry = spec["argument_specs"][name]
+            lines += ["- `%s`: %s" % (name, markup(entry.get("short_description", "")))]
+            lines += ["  " + para for para in paragraphs(entry.get("description"))]
+        lines.append("")
     return "\n".join(lines)
 
 

@@ -6,6 +6,11 @@
     python tools/lab.py summary   print where things are
     python tools/lab.py down      remove what `up` started
 
+The lab starts empty, as a new site does: `up` makes the PVE hosts, the gateway, observability and client hosts
+(which this collection does not create) and the PVE API, and nothing for the GPU VMs. A GPU VM's host comes into
+existence when site.yml starts the VM through the PVE API: the lab's PVE double (tools/lab_fakepve.py) starts the
+VM's container then, stops it when the VM is stopped and removes it when the VM is destroyed.
+
 Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1. A host with
 `llmstack_lab_sysfs_fixture: NAME` gets the sysfs tree built from tests/fixtures/sysfs/NAME mounted
 read-only at its `llmstack_sysfs_root`, and `llmstack_lab_files: {PATH_IN_CONTAINER: REPO_PATH}` mounts
@@ -54,9 +59,22 @@ def inventory():
     return hostvars, groups
 
 
-def containers(hostvars):
+def containers(hostvars, groups=None):
+    """{host: container name} of the hosts `up` makes: every podman host but the GPU VMs (groups given)."""
+    vms = set((groups or {}).get("gpu_vms", [])) if groups is not None else set()
     return dict((host, hv.get("ansible_host", host)) for host, hv in sorted(hostvars.items())
-                if hv.get("ansible_connection") == PODMAN_CONNECTION)
+                if hv.get("ansible_connection") == PODMAN_CONNECTION and host not in vms)
+
+
+def vm_hosts(hostvars, groups):
+    """{vmid: {container, hostname}} of the GPU VMs: the lab's PVE double starts these containers with the VMs."""
+    hosts = {}
+    for host in groups.get("gpu_vms", []):
+        hv = hostvars.get(host, {})
+        if hv.get("ansible_connection") == PODMAN_CONNECTION and "gpu_vm_vmid" in hv:
+            hosts[str(hv["gpu_vm_vmid"])] = {"container": hv.get("ansible_host", host), "hostname": host,
+                                             "image": IMAGE, "label": LABEL}
+    return hosts
 
 
 def container_state(name):
@@ -133,10 +151,14 @@ def start_fakepve(hostvars, groups):
         say("fakepve already running (pid %d)" % pid_alive(pidfile))
         return
     logfile = os.path.join(STATE, "fakepve.log")
+    vm_file = os.path.join(STATE, "vm_hosts.json")
+    with open(vm_file, "w") as handle:
+        json.dump(vm_hosts(hostvars, groups), handle, indent=1, sort_keys=True)
     with open(logfile, "w") as log:
         proc = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, "tools", "lab_fakepve.py"), "--host", host, "--port", str(port),
-             "--password-file", ensure_password(), "--nodes", ",".join(nodes), "--import-dir", ensure_import_dir()],
+             "--password-file", ensure_password(), "--nodes", ",".join(nodes), "--import-dir", ensure_import_dir(),
+             "--vm-hosts", vm_file],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     with open(pidfile, "w") as handle:
         handle.write("%d\n" % proc.pid)
@@ -167,11 +189,11 @@ def mounts(host, hostvars):
     return args
 
 
-def start_containers(hostvars):
+def start_containers(hostvars, groups):
     if run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         say("building %s" % IMAGE)
         run([os.path.join(ROOT, "tools", "build-image.sh")])
-    for host, name in containers(hostvars).items():
+    for host, name in containers(hostvars, groups).items():
         state = container_state(name)
         if state == "running":
             continue
@@ -189,7 +211,7 @@ def up(_args):
     ensure_password()
     ensure_ssh_key()
     hostvars, groups = inventory()
-    start_containers(hostvars)
+    start_containers(hostvars, groups)
     start_fakepve(hostvars, groups)
 
 
@@ -204,7 +226,7 @@ def down(_args):
     if names:
         run(["podman", "rm", "-f", "-t", "0"] + names, capture=True)
         say("removed %s" % ", ".join(sorted(names)))
-    for name in ("fakepve.pid", "fakepve.log", "pve_api_password"):
+    for name in ("fakepve.pid", "fakepve.log", "pve_api_password", "vm_hosts.json"):
         path = os.path.join(STATE, name)
         if os.path.exists(path):
             os.remove(path)
@@ -223,7 +245,10 @@ def summary(args):
             continue
         for h in groups[group]:
             name = hostvars[h].get("ansible_host", h)
-            print("  %-13s %-12s container %-22s %s" % (group, h, name, container_state(name) or "absent"))
+            state = container_state(name) or "absent"
+            if group == "gpu_vms":
+                state += " (the VM's host: started with the VM through the PVE API)"
+            print("  %-13s %-12s container %-22s %s" % (group, h, name, state))
     print("  Each host's VLAN interfaces: /etc/ansible/facts.d/llmstack_network.fact "
           "(podman exec llmstack-lab-<host> cat ...)")
     reports = os.path.join(STATE, "preflight")

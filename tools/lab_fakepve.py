@@ -16,6 +16,12 @@ a config update allocating a volume of the source's size, the drive's old volume
 ``unusedN`` freeing it. The ``local`` storage gets the ``import`` content type; its import volumes are the
 files of ``import_dir`` (``--import-dir``), as /var/lib/vz/import is on a node. The lab and the integration
 tests use it; it is a test double for those areas only, everything else is fakepve's.
+
+With ``--vm-hosts FILE`` ({vmid: {container, hostname, image, label}}, written by tools/lab.py) a VM's guest is a
+podman container: starting the VM (or rebooting it) starts the container inside the start task, so the task
+fails as a real start does when the guest cannot come up; stopping or shutting the VM down stops it (its disk, the
+container's file system, stays), destroying the VM removes it. The lab's GPU VM hosts exist only while their VM
+runs, as on a new site.
 """
 
 import argparse
@@ -35,10 +41,41 @@ def _loopback(text):
     return text
 
 
+# The PVE tasks that change a VM's power state, and what its guest container does after each.
+POWER_TASKS = {"qmstart": "run", "qmreboot": "run", "qmstop": "stop", "qmshutdown": "stop", "qmdestroy": "remove"}
+
+
+async def _podman(*args):
+    """(returncode, output) of a podman command, without blocking the API's event loop."""
+    proc = await asyncio.create_subprocess_exec("podman", *args, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT)
+    out, dummy = await proc.communicate()
+    return proc.returncode, out.decode(errors="replace").strip()
+
+
+async def sync_guest(host, running, remove=False):
+    """Make the VM's guest container match the VM: running, stopped, or gone. Returns an error text or None."""
+    name = host["container"]
+    rc, state = await _podman("container", "inspect", "--format", "{{.State.Status}}", name)
+    exists = rc == 0
+    if remove:
+        rc, out = await _podman("rm", "-f", "-t", "0", name) if exists else (0, "")
+    elif running and not exists:
+        rc, out = await _podman("run", "-d", "--name", name, "--hostname", host["hostname"], "--label",
+                                host.get("label", "io.llmstack.lab=1"), host["image"], "sleep", "infinity")
+    elif running and state != "running":
+        rc, out = await _podman("start", name)
+    elif not running and exists and state == "running":
+        rc, out = await _podman("stop", "-t", "0", name)
+    else:
+        rc, out = 0, ""
+    return None if rc == 0 else "guest container %s: %s" % (name, out[-500:])
+
+
 def lab_pve_class():
     """FakePve with stored PCI mappings and disk resize (imported late: fakepve is a dev requirement)."""
     from fakepve import routing
-    from fakepve.model import PveError
+    from fakepve.model import PveError, TaskError
     from fakepve.qemu import join_drive, split_drive
     from fakepve.server import FakePve
 
@@ -62,14 +99,32 @@ def lab_pve_class():
         return str(size)
 
     class LabPve(FakePve):
-        def __init__(self, *args, import_dir=None, **kwargs):
+        def __init__(self, *args, import_dir=None, vm_hosts=None, **kwargs):
             super().__init__(*args, **kwargs)
+            self.vm_hosts = dict((str(k), v) for k, v in (vm_hosts or {}).items())
             # id -> {"map": [...], "description": str}
             self.pci_mappings = {}
             self.import_dir = import_dir
             local = self.storages.get("local")
             if local is not None and "import" not in local["content"].split(","):
                 local["content"] += ",import"
+
+        async def task(self, node, ttype, tid, user, body, vm=None, lock=True, log=()):
+            """A power task of a VM that has a guest container also starts, stops or removes the container."""
+            host = self.vm_hosts.get(str(tid)) if ttype in POWER_TASKS else None
+            if host is None or vm is None:
+                return await super().task(node, ttype, tid, user, body, vm=vm, lock=lock, log=log)
+
+            async def with_guest():
+                note = await body()
+                action = POWER_TASKS[ttype]
+                error = await sync_guest(host, vm.status == "running" and action == "run", remove=action == "remove")
+                if error:
+                    if action == "run":
+                        vm.status = vm.qmpstatus = "stopped"
+                    raise TaskError(error)
+                return note
+            return await super().task(node, ttype, tid, user, with_guest, vm=vm, lock=lock, log=log)
 
         def _import_volume(self, source, user):
             """{size} of an import source volume (a file of import_dir for local:import/<name>)."""
@@ -196,8 +251,12 @@ async def serve(args):
 
     with open(args.password_file) as handle:
         password = handle.read().strip()
+    vm_hosts = {}
+    if args.vm_hosts:
+        with open(args.vm_hosts) as handle:
+            vm_hosts = json.load(handle)
     pve = lab_pve_class()(user=args.user, password=password, host=args.host, port=args.port,
-                          import_dir=args.import_dir)
+                          import_dir=args.import_dir, vm_hosts=vm_hosts)
     pve.time_scale = 0
     pve.cluster_name = args.cluster
     pve.nodes.clear()
@@ -224,6 +283,7 @@ def main(argv=None):
     parser.add_argument("--cluster", default="llmstack-lab")
     parser.add_argument("--import-dir",
                         help="the files of storage local's import content (a node's /var/lib/vz/import)")
+    parser.add_argument("--vm-hosts", help="JSON {vmid: {container, hostname, image, label}}: the VMs' guests")
     args = parser.parse_args(argv)
     if not os.path.exists(args.password_file):
         parser.error("no password file %s" % args.password_file)

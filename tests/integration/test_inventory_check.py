@@ -6,6 +6,7 @@ mistake could not touch anything."""
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -133,3 +134,38 @@ def test_cli_decrypts_a_vaulted_secret_in_group_vars(tmp_path):
     result = run_cli("-i", str(inventory), "--vault-password-file", str(password))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The inventory of 9 host(s) is valid" in result.stdout
+
+
+def test_validation_does_not_connect_to_gpu_vms_that_do_not_exist_yet(tmp_path):
+    """Day 0: the GPU VMs of base.yml point at 127.0.0.1:1 over SSH (nothing answers there, as a VM the gpu_vms stage
+    has not created yet). The validate step checks the inventory, writes the network fact on every other host (here
+    this machine through the local connection, into a temporary facts directory) and never tries the VMs; a bad
+    inventory on the same hosts is still refused before anything is written."""
+    import yaml
+
+    with open(BASE) as handle:
+        data = yaml.safe_load(handle)
+    others = []
+    for group, body in data["all"]["children"].items():
+        for host in (body or {}).get("hosts") or {}:
+            if group != "gpu_vms":
+                hostvars = data["all"]["children"][group]["hosts"][host] or {}
+                hostvars.update({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                                 "inventory_check_facts_dir": str(tmp_path / "facts" / host)})
+                data["all"]["children"][group]["hosts"][host] = hostvars
+                others.append(host)
+    inventory = tmp_path / "day0.yml"
+    inventory.write_text(yaml.safe_dump(data))
+    rc, out, err = playbook("playbooks/validate.yml", "-i", str(inventory), json_output=True)
+    assert rc == 0, out[-3000:] + err[-2000:]
+    stats = parse_json_report(out)["stats"]
+    assert {h: s["unreachable"] for h, s in stats.items() if s["unreachable"]} == {}
+    assert sorted(os.listdir(tmp_path / "facts")) == sorted(set(others))
+    assert not (tmp_path / "facts" / "gpu-a").exists()
+    # The same hosts with a bad VLAN id: refused on the controller, no fact written anywhere.
+    shutil.rmtree(str(tmp_path / "facts"))
+    data["all"]["vars"]["llmstack_vlans"]["mgmt"]["id"] = 5000
+    inventory.write_text(yaml.safe_dump(data))
+    rc, out, err = playbook("playbooks/validate.yml", "-i", str(inventory), json_output=True)
+    assert rc != 0 and "llmstack_vlans" in out
+    assert not (tmp_path / "facts").exists()

@@ -1,7 +1,10 @@
-"""`make lab` end to end, as a user runs it: the lab comes up (podman containers from the local image and
-fakepve on 127.0.0.1), site.yml converges, a second run changes nothing, every host holds its network
-fact, the fakepve PVE API answers through proxmoxer with the lab's nodes, and `lab down` removes it all.
-fakepve stands in for a PVE server (PVE's own API schema); the containers stand in for the hosts."""
+"""`make lab` end to end, as a user runs it on a new site: the lab comes up empty (podman containers for the PVE
+hosts and the hosts this collection does not create, fakepve on 127.0.0.1, no VM and no GPU VM host), `site.yml
+--check --diff` predicts the VMs, images and starts without failing on what does not exist yet and changes
+nothing, site.yml converges (VMs created, images imported, VMs started and reached), a second run changes nothing,
+every host holds its network fact, the fakepve PVE API answers through proxmoxer with the lab's nodes, and `lab
+down` removes it all. fakepve stands in for a PVE server (PVE's own API schema); the containers stand in for the
+hosts, a GPU VM's container being started and stopped by the lab's PVE double with the VM (tools/lab_fakepve.py)."""
 
 import json
 import os
@@ -34,18 +37,59 @@ def skip_tags():
 
 @pytest.fixture(scope="module")
 def running_lab():
-    was_up = podman("container", "exists", "llmstack-lab-gpu-a").returncode == 0
+    """A lab from nothing: a lab left up by a developer is taken down first (the images it built are kept)."""
+    if podman("container", "exists", "llmstack-lab-pve-a").returncode == 0:
+        lab("down")
     lab("up")
     yield
-    if not was_up:
-        lab("down")
-        left = podman("ps", "-a", "--filter", "label=io.llmstack.lab=1", "--format", "{{.Names}}").stdout.split()
-        assert left == []
+    lab("down")
+    left = podman("ps", "-a", "--filter", "label=io.llmstack.lab=1", "--format", "{{.Names}}").stdout.split()
+    assert left == []
 
 
-def test_site_yml_converges_and_is_idempotent(running_lab):
-    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags())
+def results_of(report, suffix):
+    """{host: result} of the first task whose name ends with suffix."""
+    runs = [r for r in tasks_run(report) if r["task"].endswith(suffix)]
+    assert runs, "no task '%s' ran" % suffix
+    return runs[0]["hosts"]
+
+
+def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
+    """Day 0: nothing exists for the GPU VMs; --check --diff predicts, the real run builds, the next changes nothing."""
+    api = lab_api()
+    gpu_vm_hosts = ("llmstack-lab-gpu-a", "llmstack-lab-gpu-b")
+    assert [podman("container", "exists", c).returncode for c in gpu_vm_hosts] == [1, 1]
+    assert [api.nodes(n).qemu.get() for n in ("lab-pve-a", "lab-pve-b")] == [[], []]
+
+    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), "--check", "--diff", json_output=True)
     assert rc == 0, out[-4000:] + err[-2000:]
+    report = parse_json_report(out)
+    created = results_of(report, "Create or update the VM")
+    assert {h: (r["changed"], r["operation"]) for h, r in created.items()} == {
+        "lab-gpu-a": (True, "create"), "lab-gpu-b": (True, "create")}
+    after = created["lab-gpu-a"]["diff"]["after"]
+    assert (after["machine"], after["bios"], created["lab-gpu-a"]["diff"]["before"]) == ("q35", "ovmf", {})
+    assert sorted(k for k in after if k.startswith("hostpci")) == ["hostpci0", "hostpci1"]
+    imports = results_of(report, "Say that check mode would import the image into the VM the gpu_vms stage creates")
+    starts = results_of(report, "Say that check mode would start the VM it creates")
+    assert sorted(h for h, r in imports.items() if r["changed"]) == ["lab-gpu-a", "lab-gpu-b"]
+    assert sorted(h for h, r in starts.items() if r["changed"]) == ["lab-gpu-a", "lab-gpu-b"]
+    # Nothing was created, nothing connected to a VM that does not exist.
+    stats = parse_json_report(out)["stats"]
+    assert all(s["unreachable"] == 0 and s["failures"] == 0 for s in stats.values()), stats
+    assert [api.nodes(n).qemu.get() for n in ("lab-pve-a", "lab-pve-b")] == [[], []]
+    assert [podman("container", "exists", c).returncode for c in gpu_vm_hosts] == [1, 1]
+
+    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    report = parse_json_report(out)
+    started = results_of(report, "Start the VM")
+    assert sorted(h for h, r in started.items() if r["changed"]) == ["lab-gpu-a", "lab-gpu-b"]
+    assert [str(api.nodes(n).qemu(v).status.current.get()["status"]) for n, v in
+            (("lab-pve-a", 120), ("lab-pve-b", 121))] == ["running", "running"]
+    states = [podman("container", "inspect", "--format", "{{.State.Status}}", c).stdout.strip() for c in gpu_vm_hosts]
+    assert states == ["running", "running"]
+
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True)
     assert rc == 0, out[-4000:] + err[-2000:]
     stats = parse_json_report(out)["stats"]
@@ -182,6 +226,14 @@ def test_gpu_vms_exist_in_pve_as_seed_000_configures_them(running_lab):
     assert "affinity" not in v100
 
 
+def effective(api, node, vmid, key):
+    """A config key as the VM's next start will have it (a running VM keeps non-hotplug edits pending)."""
+    for entry in api.nodes(node).qemu(vmid).pending.get():
+        if entry["key"] == key:
+            return str(entry.get("pending", entry.get("value")))
+    return None
+
+
 def test_check_diff_after_a_manual_edit_shows_exactly_that_edit(running_lab):
     api = lab_api()
     api.nodes("lab-pve-a").qemu(120).config.put(cores=4)
@@ -193,11 +245,11 @@ def test_check_diff_after_a_manual_edit_shows_exactly_that_edit(running_lab):
     assert result_a["changed"] and not result_b["changed"]
     assert [k for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)] == ["cores"]
     assert (str(before["cores"]), str(after["cores"])) == ("4", "16")
-    assert str(api.nodes("lab-pve-a").qemu(120).config.get()["cores"]) == "4"
+    assert effective(api, "lab-pve-a", 120, "cores") == "4"
     rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "gpu_vm", json_output=True)
     assert rc == 0, out[-4000:] + err[-2000:]
     assert {h: s["changed"] for h, s in parse_json_report(out)["stats"].items() if s["changed"]} == {"lab-gpu-a": 1}
-    assert str(api.nodes("lab-pve-a").qemu(120).config.get()["cores"]) == "16"
+    assert effective(api, "lab-pve-a", 120, "cores") == "16"
 
 
 def test_fakepve_serves_the_lab_nodes(running_lab):
@@ -217,7 +269,7 @@ def test_fakepve_serves_the_lab_nodes(running_lab):
 def test_summary_says_what_was_not_run(running_lab):
     out = lab("summary", "--skipped", skip_tags())
     assert "https://127.0.0.1:18006" in out and "running" in out
-    assert "lab-gpu-a    container llmstack-lab-gpu-a" in out
+    assert "lab-gpu-a    container llmstack-lab-gpu-a     running (the VM's host: started with the VM" in out
     assert "Not run in the lab (vfio needs a boot loader" in out
 
 
@@ -236,3 +288,19 @@ def test_gpu_vms_boot_the_guest_image_built_for_them(running_lab):
         assert sorted(p for p in record["inputs"]["files"] if p.startswith("etc/systemd/network/")) == [
             "etc/systemd/network/10-llmstack-00-mgmt.network", "etc/systemd/network/10-llmstack-01-inference.network"]
         assert os.path.getsize(os.path.join(ROOT, ".cache", "lab", "pve-import", host + ".raw")) == 64 * 1024 ** 3
+
+
+def test_a_vm_stopped_through_the_api_takes_its_host_away_and_a_run_says_why(running_lab):
+    """The lab's PVE double stops the guest with the VM; a real run that needs the VM names the stages that start
+    it instead of failing on an unreachable host; starting the VM brings the host back with its disk."""
+    api = lab_api()
+    node = api.nodes("lab-pve-b")
+    node.qemu(121).status.stop.post()
+    state = podman("container", "inspect", "--format", "{{.State.Status}}", "llmstack-lab-gpu-b").stdout.strip()
+    assert state in ("exited", "stopped"), state
+    rc, out, err = playbook("playbooks/inference.yml", "-i", LAB, "--limit", "lab-gpu-b")
+    assert rc != 0
+    assert "VM 121 (lab-gpu-b) on lab-pve-b is stopped: nothing can connect to it. Run the gpu_vms and guests" in out
+    node.qemu(121).status.start.post()
+    probe = podman("exec", "llmstack-lab-gpu-b", "test", "-f", "/opt/llm-inference/secrets/api_key")
+    assert probe.returncode == 0, probe.stderr

@@ -69,3 +69,25 @@ def test_unimplemented_role_fails_clearly(tmp_path):
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
     assert "pvegpu.llmstack.network_policy is not implemented yet (no issue filed yet); nothing was changed" in out, out
+
+
+def test_the_shipped_ansible_cfg_checks_host_keys():
+    """A GPU VM rebuilt with new host keys, or a man in the middle on the management VLAN, is refused by SSH; the lab
+    needs no exception (it connects through podman). ansible-config reads the shipped file as Ansible does."""
+    import subprocess
+
+    from conftest import BIN, ansible_env
+
+    env = ansible_env()
+    env.pop("ANSIBLE_HOST_KEY_CHECKING", None)
+    result = subprocess.run([os.path.join(BIN, "ansible-config"), "dump", "--format", "json"], cwd=ROOT, env=env,
+                            text=True, capture_output=True, check=False)
+    assert result.returncode == 0, result.stderr
+    import json
+
+    settings = dict((entry["name"], entry) for entry in json.loads(result.stdout) if "name" in entry)
+    entry = settings["HOST_KEY_CHECKING"]
+    assert entry["value"] is True and entry["origin"].endswith("ansible.cfg"), entry
+    # Every connection the lab inventory uses is podman's, so it does not need host keys turned off.
+    rc, out, err = playbook("site.yml", "-i", os.path.join(ROOT, "inventories", "lab"), "--list-hosts")
+    assert rc == 0, err
