@@ -21,8 +21,14 @@ one() {
 }
 export -f one
 export logs
+# shellcheck disable=SC2016 # $1 is expanded by the bash that xargs starts
 printf '%s\n' "$@" | xargs -P "$jobs" -I{} bash -c 'one "$1"' _ {}
-failed=$(cd "$logs" && ls -- *.failed 2>/dev/null | sed 's/\.failed$//' || true)
+failed=""
+for marker in "$logs"/*.failed; do
+  [ -e "$marker" ] || continue
+  name=${marker##*/}
+  failed="$failed ${name%.failed}"
+done
 if [ -n "$failed" ]; then
   for s in $failed; do
     echo "================ molecule $s: the last 300 lines of $logs/$s.log"

@@ -212,8 +212,8 @@ def test_bad_role_settings_are_named(changes, fragment):
 
 def test_a_vllm_port_given_as_digits_is_routed_to_that_port():
     given = hosts()
-    given["gpu-b"]["models"] = [{"name": "fast", "port": "8001"}, {"name": "reasoning", "port": "8003",
-                                                                    "max_model_len": "8192"}]
+    given["gpu-b"]["models"] = [{"name": "fast", "port": "8001"},
+                                {"name": "reasoning", "port": "8003", "max_model_len": "8192"}]
     built = litellm_config.build(data(hosts=given))
     bases = [e["litellm_params"]["api_base"] for e in built["config"]["model_list"]
              if e["model_info"]["id"] == "reasoning-gpu-b"]
@@ -225,6 +225,6 @@ def test_a_vllm_port_given_as_digits_is_routed_to_that_port():
 def test_a_vllm_max_model_len_that_is_not_a_number_is_named():
     given = hosts()
     given["gpu-b"]["models"][1]["max_model_len"] = "lots"
-    with pytest.raises(litellm_config.LitellmConfigError, match=r"vllm_models\[1\] of gpu-b \(reasoning\): "
-                                                               r"max_model_len 'lots'"):
+    expected = r"vllm_models\[1\] of gpu-b \(reasoning\): max_model_len 'lots'"
+    with pytest.raises(litellm_config.LitellmConfigError, match=expected):
         litellm_config.build(data(hosts=given))
