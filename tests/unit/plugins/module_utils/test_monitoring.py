@@ -145,7 +145,8 @@ def promtool_accepts(duration, tmp_path):
         pytest.fail("promtool is not installed: run make setup")
     config = tmp_path / ("p-%d.yml" % DURATIONS.index(duration))
     config.write_text("global:\n  scrape_interval: '%s'\n  evaluation_interval: 15s\n" % duration)
-    return subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, check=False).returncode == 0
+    result = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, check=False)
+    return result.returncode == 0
 
 
 @pytest.mark.parametrize("duration", DURATIONS)
