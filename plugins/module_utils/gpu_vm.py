@@ -20,6 +20,7 @@ import re
 
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import hostpci as hostpci_utils
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_vm
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
 
 MAX_NETS = 32
 HUGEPAGE_MODES = ("auto", "none", "2", "1024", "any")
@@ -59,65 +60,8 @@ class GpuVmError(ValueError):
         self.problems = problems
 
 
-def _slot(text):
-    return hostpci_utils.normalise(text).split(".")[0]
-
-
 def _gpus_by_slot(pci):
     return dict((g["slot"], g) for g in (pci or {}).get("gpus") or [])
-
-
-def assign_gpus(node_vms, pci, node):
-    """Which GPUs of PVE host ``node`` each VM placed there gets: ({vm: [slots]}, {vm: [problems]}).
-
-    Slots named in ``gpu_vm_gpus`` are taken first; ``{vendor_device, count}`` entries then take, in
-    inventory order, the free GPUs of that type (isolated ones first, then by slot). A slot named by
-    two VMs, or one that is not a GPU on the host, is a problem of the VMs concerned.
-    """
-    gpus = _gpus_by_slot(pci)
-    owner, assigned = {}, {}
-    problems = dict((vm["name"], []) for vm in node_vms)
-    for vm in node_vms:
-        assigned[vm["name"]] = []
-        for index, spec in enumerate(vm.get("gpus") or []):
-            if isinstance(spec, dict):
-                continue
-            label = "gpu_vm_gpus[%d]" % index
-            try:
-                slot = _slot(spec)
-            except hostpci_utils.HostpciError as exc:
-                problems[vm["name"]].append("%s: %s" % (label, exc))
-                continue
-            if slot not in gpus:
-                problems[vm["name"]].append("%s: %s is not a GPU on %s (GPUs there: %s)"
-                                            % (label, slot, node, ", ".join(sorted(gpus)) or "none"))
-                continue
-            if slot in owner and owner[slot] != vm["name"]:
-                for name in (vm["name"], owner[slot]):
-                    problems[name].append("%s: GPU %s on %s is given to both %s and %s"
-                                          % (label, slot, node, owner[slot], vm["name"]))
-                continue
-            owner[slot] = vm["name"]
-            if slot not in assigned[vm["name"]]:
-                assigned[vm["name"]].append(slot)
-    for vm in node_vms:
-        for index, spec in enumerate(vm.get("gpus") or []):
-            if not isinstance(spec, dict):
-                continue
-            label = "gpu_vm_gpus[%d]" % index
-            vendor, dummy_sep, device = str(spec.get("vendor_device", "")).lower().partition(":")
-            count = int(spec.get("count", 1))
-            free = [g for g in sorted(gpus.values(), key=lambda g: (not g.get("isolated", True), g["slot"]))
-                    if g["vendor"] == vendor and g["device"] == device and g["slot"] not in owner]
-            if len(free) < count:
-                total = len([g for g in gpus.values() if g["vendor"] == vendor and g["device"] == device])
-                problems[vm["name"]].append("%s: %d GPU(s) %s:%s asked for, %d free on %s (%d there, the others "
-                                            "given to other VMs)" % (label, count, vendor, device, len(free), node,
-                                                                     total))
-            for gpu in free[:count]:
-                owner[gpu["slot"]] = vm["name"]
-                assigned[vm["name"]].append(gpu["slot"])
-    return assigned, problems
 
 
 def mapping_name(prefix, pve_node, slot):
@@ -265,11 +209,12 @@ def plan(vm, node_vms, pci, vlans, settings):
     if not (pci or {}).get("iommu_enabled"):
         problems.append("gpu_vm_node: %s has no IOMMU groups (IOMMU off?); run the pve_hosts stage (host_preflight, "
                         "vfio) first" % vm["node"])
+    vm = dict(vm, allow_shared_group=settings["allow_shared_group"])
     node_vms = list(node_vms or [])
     if vm["name"] not in [v["name"] for v in node_vms]:
         node_vms.append(vm)
     node_vms = [vm if v["name"] == vm["name"] else v for v in node_vms]
-    assigned, gpu_problems = assign_gpus(node_vms, pci, vm["node"])
+    assigned, gpu_problems = topology.place_gpus(node_vms, pci, vm["node"])
     problems.extend(gpu_problems.get(vm["name"], []))
     slots = assigned.get(vm["name"], [])
     gpus = _gpus_by_slot(pci)

@@ -43,6 +43,7 @@ HOST_VARIABLES = (
     "gpu_vm_node",
     "gpu_vm_vmid",
     "gpu_vm_gpus",
+    "gpu_vm_allow_shared_group",
     "gpu_vm_api_token_id",
     "vllm_models",
     "litellm_fallbacks",
@@ -718,6 +719,11 @@ def host_network(model, host):
     return result
 
 
+def truthy(value):
+    """A YAML or INI boolean as Ansible's ``bool`` filter reads it."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on", "y", "t")
+
+
 def gpus_of_plans(plans):
     """All GPUs (gpu_vm_gpus entries) of these VM plans, in order: the default passthrough set of a host."""
     return [gpu for plan in plans or [] for gpu in plan.get("gpus") or []]
@@ -734,5 +740,6 @@ def vm_plans_for_node(hosts, vms, node):
         if data.get("gpu_vm_node") != node:
             continue
         plans.append({"name": vm, "gpus": list(data.get("gpu_vm_gpus") or []),
-                      "numa_node": data.get("gpu_vm_numa_node")})
+                      "numa_node": data.get("gpu_vm_numa_node"),
+                      "allow_shared_group": truthy(data.get("gpu_vm_allow_shared_group", False))})
     return plans

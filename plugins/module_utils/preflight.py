@@ -251,29 +251,3 @@ def summary_table(report, host=""):
         if check["status"] in ("warn", "fail") and check.get("hint"):
             lines.append("%-18s %-5s fix: %s" % ("", "", check["hint"]))
     return lines
-
-
-def resolve_gpu_specs(specs, facts):
-    """gpu_vm_gpus entries (slots or {vendor_device, count}) -> slots present in the facts.
-
-    Returns (slots, problems); slots given by vendor:device are taken in slot order, skipping ones
-    already named.
-    """
-    gpus = facts.get("gpus") or []
-    slots, problems = [], []
-    for spec in specs or []:
-        if isinstance(spec, dict):
-            vendor, _sep, device = str(spec.get("vendor_device", "")).lower().partition(":")
-            count = int(spec.get("count", 1))
-            found = [g["slot"] for g in gpus if g["vendor"] == vendor and g["device"] == device
-                     and g["slot"] not in slots]
-            if len(found) < count:
-                problems.append("%d GPU(s) %s:%s asked for, %d found" % (count, vendor, device, len(found)))
-            slots.extend(found[:count])
-        else:
-            text = str(spec).lower()
-            parts = text.split(".", maxsplit=1)[0].split(":")
-            slot = ":".join((["0000"] if len(parts) == 2 else []) + parts)
-            if slot not in slots:
-                slots.append(slot)
-    return slots, problems

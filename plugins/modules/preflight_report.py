@@ -124,7 +124,7 @@ import glob
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci, preflight
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import pci, preflight, topology
 
 
 def read_text(module, path, what):
@@ -165,16 +165,14 @@ def main():
     for pattern in params["modules_paths"]:
         for path in sorted(p for p in glob.glob(pattern) if os.path.exists(p)):   # dangling links: skipped
             modules_text += read_text(module, path, "modules_paths") + "\n"
+    # The one GPU resolver (module_utils/topology.py), as vfio and gpu_vm use it.
     slots, problems = None, []
-    wanted = params["passthrough_gpus"]
-    if wanted is None and params["vm_plans"]:
-        wanted = inventory_model.gpus_of_plans(params["vm_plans"])
-    if wanted is not None:
-        slots, problems = preflight.resolve_gpu_specs(wanted, facts)
-    plans = []
-    for plan in params["vm_plans"]:
-        plan_slots, unused_problems = preflight.resolve_gpu_specs(plan.get("gpus"), facts)
-        plans.append({"name": plan.get("name"), "slots": plan_slots, "numa_node": plan.get("numa_node")})
+    if params["passthrough_gpus"] is not None or params["vm_plans"]:
+        slots, problems = topology.host_passthrough(params["vm_plans"], facts, "this host",
+                                                    explicit=params["passthrough_gpus"])
+    assigned, unused_problems = topology.place_gpus(params["vm_plans"], facts, "this host")
+    plans = [{"name": plan.get("name"), "slots": assigned.get(plan.get("name"), []),
+              "numa_node": plan.get("numa_node")} for plan in params["vm_plans"]]
     report = preflight.evaluate(
         facts, kernel_log=kernel_log, cmdline=cmdline,
         uefi=os.path.isdir(os.path.join(root, "sys", "firmware", "efi")),

@@ -202,7 +202,7 @@ problems:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci, preflight, vfio
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import pci, topology, vfio
 
 
 def main():
@@ -235,8 +235,8 @@ def main():
     if not os.path.isdir(os.path.join(p["sysfs_root"], "sys")):
         module.fail_json(msg="sysfs_root: %s has no sys/ directory to read" % p["sysfs_root"])
     facts = pci.read_tree(p["sysfs_root"])
-    wanted = p["gpus"] if p["gpus"] is not None else inventory_model.gpus_of_plans(p["vm_plans"])
-    slots, problems = preflight.resolve_gpu_specs(wanted, facts)
+    # The one GPU resolver (module_utils/topology.py): gpu_vm passes through exactly these slots.
+    slots, problems = topology.host_passthrough(p["vm_plans"], facts, "this host", explicit=p["gpus"])
     if problems:
         module.fail_json(msg="gpus: %s" % "; ".join(problems))
     if p["enabled"] and not slots:

@@ -67,6 +67,26 @@ def test_base_inventory_passes_the_check():
     gpu_b = result["networks"]["gpu-b"]["interfaces"]
     assert gpu_b == [{"vlan": "inference", "id": 20, "address": "10.99.20.21", "prefix": 24,
                       "cidr": "10.99.20.0/24", "gateway": "10.99.20.1", "bridge": "vmbr0"}]
+    # The topology is computed once and reaches every host (its PVE hosts are not reachable here: the placement
+    # keeps the named slots and leaves gpu-b's by-type GPUs to the run that reads pve-b).
+    topo = [run["hosts"] for run in runs if run["task"].startswith("Compute llmstack_topology")]
+    assert len(topo) == 1
+    fact = list(topo[0].values())[0]["ansible_facts"]["llmstack_topology"]
+    assert fact["gpus"] == {"pve-a": {"gpu-a": ["0000:41:00", "0000:61:00"]}, "pve-b": {"gpu-b": []}}
+    assert sorted(e["port"] for e in fact["endpoints"] if e["host"] == "obs") == [3000, 3001, 9000, 9090, 9093, 9100]
+
+
+def test_two_services_on_one_address_and_port_are_refused_naming_both_variables():
+    """Issue #21: Langfuse's MinIO and Prometheus on one host, both on 9090 (the roles' default ports)."""
+    rc, out, err = playbook("site.yml", "-i", BASE, "--tags", "validate", "-e", "inventory_check_publish_facts=false",
+                            "-e", "langfuse_s3_port=9090", json_output=True)
+    assert rc != 0
+    runs = tasks_run(parse_json_report(out))
+    failed = [result for run in runs for result in run["hosts"].values() if result.get("failed")]
+    assert len(failed) == 1
+    assert failed[0]["problems"] == [
+        "host obs: langfuse_s3_port (langfuse langfuse-s3) and monitoring_prometheus_port (monitoring prometheus) "
+        "both listen on 10.99.10.14 port 9090: move one (set langfuse_s3_port or monitoring_prometheus_port)"]
 
 
 def test_check_runs_once_when_stage_playbooks_are_combined(tmp_path):
@@ -146,6 +166,18 @@ def test_validation_does_not_connect_to_gpu_vms_that_do_not_exist_yet(tmp_path):
     with open(BASE) as handle:
         data = yaml.safe_load(handle)
     others = []
+    # The PVE hosts exist on day 0: the validate step reads their GPUs (here recorded sysfs trees) for the placement.
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import sysfs_fixture
+    finally:
+        sys.path.pop(0)
+    roots = {"pve-a": sysfs_fixture.build_fixture(os.path.join(sysfs_fixture.FIXTURES, "platform-a"),
+                                                  str(tmp_path / "sysfs-a")),
+             "pve-b": sysfs_fixture.build_fixture(os.path.join(sysfs_fixture.FIXTURES, "platform-b"),
+                                                  str(tmp_path / "sysfs-b"))}
+    for host, root in roots.items():
+        data["all"]["children"]["pve_hosts"]["hosts"][host]["llmstack_sysfs_root"] = root
     for group, body in data["all"]["children"].items():
         for host in (body or {}).get("hosts") or {}:
             if group != "gpu_vms":

@@ -140,14 +140,6 @@ def test_summary_table_lists_every_check(sysfs_trees):
     assert any("fix: Enable Above 4G Decoding" in line for line in lines)
 
 
-def test_resolve_gpu_specs(sysfs_trees):
-    facts = pci.read_tree(sysfs_trees["platform-b"])
-    slots, problems = preflight.resolve_gpu_specs(["1a:00", {"vendor_device": "10de:1db5", "count": 3}], facts)
-    assert slots == ["0000:1a:00", "0000:1b:00", "0000:3d:00", "0000:3e:00"] and problems == []
-    slots, problems = preflight.resolve_gpu_specs([{"vendor_device": "10de:2204", "count": 2}], facts)
-    assert slots == [] and problems == ["2 GPU(s) 10de:2204 asked for, 0 found"]
-
-
 def test_gpus_of_plans():
     plans = [{"name": "a", "gpus": ["41:00", "61:00"]},
              {"name": "b", "gpus": [{"vendor_device": "10de:1db5", "count": 2}]},
@@ -160,4 +152,6 @@ def test_vm_plans_for_node():
     hosts = {"vm-a": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": ["41:00"]},
              "vm-b": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["61:00"], "gpu_vm_numa_node": 1}}
     assert inventory_model.vm_plans_for_node(hosts, ["vm-a", "vm-b"], "pve-b") == [
-        {"name": "vm-b", "gpus": ["61:00"], "numa_node": 1}]
+        {"name": "vm-b", "gpus": ["61:00"], "numa_node": 1, "allow_shared_group": False}]
+    hosts["vm-b"]["gpu_vm_allow_shared_group"] = "yes"
+    assert inventory_model.vm_plans_for_node(hosts, ["vm-b"], "pve-b")[0]["allow_shared_group"] is True

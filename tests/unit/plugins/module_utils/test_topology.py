@@ -1,0 +1,211 @@
+"""The topology (module_utils/topology.py): one GPU placement that vfio, host_preflight and gpu_vm share, and
+the endpoints with their collisions and reachability. GPUs come from the sysfs fixtures (tests/fixtures/sysfs)."""
+
+import pytest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm, pci, topology, vfio
+
+VLANS = {"mgmt": {"id": 10, "cidr": "10.0.10.0/24", "gateway": "10.0.10.1"},
+         "inference": {"id": 20, "cidr": "10.0.20.0/24", "gateway": "10.0.20.1"},
+         "apps": {"id": 30, "cidr": "10.0.30.0/24", "gateway": "10.0.30.1"},
+         "storage": {"id": 40, "cidr": "10.0.40.0/24"}}
+
+
+def vm_plan(pci_facts, name, gpus, allow_shared_group=False, node_vms=None):
+    vm = {"name": name, "node": "pve-a", "pve_node": "pve-a", "gpus": gpus,
+          "interfaces": [{"vlan": "inference", "address": "10.0.20.20"}]}
+    return gpu_vm.plan(vm, node_vms or [{"name": name, "gpus": gpus}], pci_facts, VLANS,
+                       {"allow_shared_group": allow_shared_group, "hostpci_mode": "raw"})
+
+
+@pytest.fixture(scope="module")
+def two_3090(sysfs_trees):
+    return pci.read_tree(sysfs_trees["two-3090-shared-group"])
+
+
+def test_the_fixture_has_one_shared_and_one_isolated_3090(two_3090):
+    gpus = dict((g["slot"], g) for g in two_3090["gpus"])
+    assert gpus["0000:41:00"]["isolated"] is False and gpus["0000:41:00"]["shares_group_with"] == ["0000:43:00.0"]
+    assert gpus["0000:42:00"]["isolated"] is True
+
+
+def test_vfio_binds_exactly_the_gpu_the_vm_gets(two_3090):
+    """Issue #21: vfio took slots in order (41:00) while the VM got the isolated 42:00."""
+    spec = [{"vendor_device": "10de:2204", "count": 1}]
+    plan = vm_plan(two_3090, "gpu-a", spec)
+    slots, problems = topology.host_passthrough([{"name": "gpu-a", "gpus": spec}], two_3090, "pve-a")
+    assert problems == []
+    assert slots == plan["slots"] == ["0000:42:00"]
+    assert plan["config"]["hostpci0"].startswith("0000:42:00")
+    ids, _warnings = vfio.passthrough_ids(two_3090, slots)
+    assert sorted(ids) == ["10de:1aef", "10de:2204"]
+
+
+def test_a_second_vm_naming_the_shared_group_slot_is_refused_by_vfio_and_gpu_vm(two_3090):
+    vms = [{"name": "gpu-a", "gpus": [{"vendor_device": "10de:2204", "count": 1}]},
+           {"name": "gpu-b", "gpus": ["41:00"]}]
+    slots, problems = topology.host_passthrough(vms, two_3090, "pve-a")
+    assert slots == ["0000:42:00"]
+    assert len(problems) == 1 and problems[0].startswith("gpu-b: gpu_vm_gpus[0]: GPU 0000:41:00 shares IOMMU group")
+    assert "0000:43:00.0" in problems[0] and "gpu_vm_allow_shared_group" in problems[0]
+    with pytest.raises(gpu_vm.GpuVmError) as error:
+        vm_plan(two_3090, "gpu-b", ["41:00"], node_vms=vms)
+    assert any("shares IOMMU group" in p for p in error.value.problems)
+    # The first VM is unaffected by the second one's refusal.
+    assert vm_plan(two_3090, "gpu-a", vms[0]["gpus"], node_vms=vms)["slots"] == ["0000:42:00"]
+
+
+def test_allow_shared_group_passes_the_whole_group_in_both(two_3090):
+    vms = [{"name": "gpu-b", "gpus": ["41:00"], "allow_shared_group": True}]
+    slots, problems = topology.host_passthrough(vms, two_3090, "pve-a")
+    assert (slots, problems) == (["0000:41:00"], [])
+    plan = vm_plan(two_3090, "gpu-b", ["41:00"], allow_shared_group=True, node_vms=vms)
+    assert [v.split(",")[0] for k, v in sorted(plan["config"].items()) if k.startswith("hostpci") and v] == \
+        ["0000:41:00", "0000:43:00"]
+
+
+def test_two_of_a_type_where_one_shares_its_group_is_a_shortfall_that_says_why(two_3090):
+    slots, problems = topology.host_passthrough([{"name": "gpu-a", "gpus": [{"vendor_device": "10de:2204",
+                                                                              "count": 2}]}], two_3090, "pve-a")
+    assert slots == ["0000:42:00"]
+    assert problems == ["gpu-a: gpu_vm_gpus[0]: 2 GPU(s) 10de:2204 asked for, 1 free on pve-a (2 there; 0000:41:00 "
+                        "share their IOMMU group with other devices (gpu_vm_allow_shared_group passes the whole "
+                        "group))"]
+
+
+def test_nothing_is_refused_for_isolation_while_the_iommu_is_off(sysfs_trees):
+    facts = pci.read_tree(sysfs_trees["iommu-off"])
+    assert not facts["iommu_enabled"] and facts["gpus"]
+    slot = facts["gpus"][0]["slot"]
+    assert topology.host_passthrough([{"name": "vm", "gpus": [slot]}], facts, "pve") == ([slot], [])
+
+
+def test_named_slots_come_first_then_types_by_slot_and_explicit_replaces_the_vms(sysfs_trees):
+    facts = pci.read_tree(sysfs_trees["platform-b"])
+    vms = [{"name": "a", "gpus": [{"vendor_device": "10de:1db5", "count": 3}]}, {"name": "b", "gpus": ["1a:00"]}]
+    assigned, problems = topology.place_gpus(vms, facts, "pve-b")
+    assert problems == {"a": [], "b": []}
+    assert assigned == {"a": ["0000:1b:00", "0000:3d:00", "0000:3e:00"], "b": ["0000:1a:00"]}
+    slots, problems = topology.host_passthrough(vms, facts, "pve-b")
+    assert slots == ["0000:1b:00", "0000:3d:00", "0000:3e:00", "0000:1a:00"]
+    slots, problems = topology.host_passthrough(vms, facts, "pve-b", explicit=[{"vendor_device": "10de:2204",
+                                                                              "count": 2}])
+    assert slots == [] and problems == ["gpu_vm_gpus[0]: 2 GPU(s) 10de:2204 asked for, 0 free on pve-b (0 there; "
+                                        "the others are given to other VMs)"]
+
+
+def test_a_slot_given_to_two_vms_and_a_bad_count_are_problems(sysfs_trees):
+    facts = pci.read_tree(sysfs_trees["platform-a"])
+    assigned, problems = topology.place_gpus([{"name": "a", "gpus": ["41:00"]}, {"name": "b", "gpus": ["41:00.0"]},
+                                              {"name": "c", "gpus": [{"vendor_device": "10de:2204", "count": "x"}]}],
+                                             facts, "pve-a")
+    assert assigned["a"] == ["0000:41:00"] and assigned["b"] == []
+    assert problems["a"] == problems["b"] == ["gpu_vm_gpus[0]: GPU 0000:41:00 on pve-a is given to both a and b"]
+    assert problems["c"] == ["gpu_vm_gpus[0]: count 'x' is not a positive integer"]
+
+
+# ------------------------------------------------------------------------------------------------ endpoints
+def model(extra_groups=None, **hosts):
+    groups = {"pve_hosts": [], "gpu_vms": [], "llm_gateways": [], "langfuse": [], "observability": [],
+              "llm_clients": []}
+    groups.update(extra_groups or {})
+    groups["all"] = sorted(hosts)
+    data = dict((h, dict(v, llmstack_vlans=VLANS)) for h, v in hosts.items())
+    return {"groups": groups, "hosts": data}
+
+
+OBS = {"llmstack_interfaces": [{"vlan": "mgmt", "address": "10.0.10.14"}]}
+OBS_SETTINGS = {"langfuse_bind_address": "10.0.10.14", "langfuse_port": 3000, "langfuse_s3_port": 9090,
+                "monitoring_bind_address": "10.0.10.14", "monitoring_prometheus_port": 9090,
+                "monitoring_alertmanager_port": 9093, "monitoring_grafana_port": 3001,
+                "monitoring_node_exporter_port": 9100, "monitoring_dcgm_exporter_port": 9400,
+                "monitoring_node_groups": ["gpu_vms", "observability"]}
+
+
+def test_langfuse_and_prometheus_on_one_host_with_their_default_ports_are_refused_naming_both():
+    m = model({"langfuse": ["obs"], "observability": ["obs"]}, obs=OBS)
+    topo, problems = topology.build(m, {"obs": dict(OBS_SETTINGS)})
+    assert problems == ["host obs: langfuse_s3_port (langfuse langfuse-s3) and monitoring_prometheus_port "
+                        "(monitoring prometheus) both listen on 10.0.10.14 port 9090: move one (set langfuse_s3_port "
+                        "or monitoring_prometheus_port)"]
+    moved = dict(OBS_SETTINGS, langfuse_s3_port="9000")
+    topo, problems = topology.build(m, {"obs": moved})
+    assert problems == []
+    s3 = topology.endpoint(topo, "langfuse", "langfuse-s3")
+    assert [(e["host"], e["address"], e["port"], e["vlan"]) for e in s3] == [("obs", "10.0.10.14", 9000, "mgmt")]
+
+
+def test_a_wildcard_address_collides_with_every_address_of_its_host():
+    m = model({"langfuse": ["obs"], "observability": ["obs"]}, obs=OBS)
+    settings = dict(OBS_SETTINGS, langfuse_s3_port=9000, langfuse_port=9093, langfuse_bind_address="0.0.0.0")
+    topo, problems = topology.build(m, {"obs": settings})
+    assert len(problems) == 1 and "langfuse_port (langfuse langfuse-web) and monitoring_alertmanager_port" in \
+        problems[0] and "10.0.10.14 port 9093" in problems[0]
+
+
+GATEWAY = {"llmstack_interfaces": [{"vlan": "mgmt", "address": "10.0.10.12"},
+                                   {"vlan": "inference", "address": "10.0.20.12"},
+                                   {"vlan": "apps", "address": "10.0.30.12"}]}
+GPU = {"llmstack_interfaces": [{"vlan": "inference", "address": "10.0.20.20"}],
+       "vllm_models": [{"name": "fast", "model": "m", "port": 8001}, {"name": "big", "model": "m", "port": "8002"}]}
+
+
+def test_vllm_litellm_and_the_tls_proxy_are_endpoints_their_consumers_reach():
+    m = model({"gpu_vms": ["gpu"], "llm_gateways": ["gw"], "llm_clients": ["app"]}, gw=GATEWAY, gpu=GPU,
+              app={"llmstack_interfaces": [{"vlan": "apps", "address": "10.0.30.11"}]})
+    settings = {"gw": {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000,
+                       "tls_proxy_listen_addresses": ["10.0.30.12"], "tls_proxy_port": 443},
+                "gpu": {"vllm_bind_address": "10.0.20.20", "monitoring_bind_address": ""}}
+    topo, problems = topology.build(m, settings)
+    assert problems == []
+    assert [(e["role"], e["service"], e["host"], e["address"], e["port"], e["consumers"])
+            for e in topo["endpoints"]] == [
+        ("vllm", "vllm-fast", "gpu", "10.0.20.20", 8001, ["gw"]),
+        ("vllm", "vllm-big", "gpu", "10.0.20.20", 8002, ["gw"]),
+        ("litellm", "litellm", "gw", "127.0.0.1", 4000, ["gw"]),
+        ("tls_proxy", "https", "gw", "10.0.30.12", 443, ["app"])]
+    assert topo["hosts"]["gw"]["addresses"] == {"mgmt": "10.0.10.12", "inference": "10.0.20.12",
+                                                "apps": "10.0.30.12"}
+
+
+def test_an_endpoint_its_consumer_cannot_reach_is_refused():
+    m = model({"gpu_vms": ["gpu"], "llm_gateways": ["gw"]},
+              gw={"llmstack_interfaces": [{"vlan": "storage", "address": "10.0.40.12"}]}, gpu=GPU)
+    settings = {"gpu": {"vllm_bind_address": "127.0.0.1"}, "gw": {}}
+    topo, problems = topology.build(m, settings)
+    assert problems[0] == ("host gpu: vllm vllm-fast listens on 127.0.0.1:8001 (loopback only; set vllm_bind_address), "
+                           "but gw must reach it")
+    settings["gpu"]["vllm_bind_address"] = "10.0.20.20"
+    topo, problems = topology.build(m, settings)
+    # The gateway sits only on a VLAN without a gateway: no route to the inference VLAN.
+    assert problems[0] == ("host gpu: vllm vllm-fast listens on 10.0.20.20:8001 (VLAN inference: gw has no address "
+                           "there and no routed VLAN; set vllm_bind_address), but gw must reach it")
+    m["hosts"]["gw"]["llmstack_interfaces"] = [{"vlan": "mgmt", "address": "10.0.10.12"}]
+    assert topology.build(m, settings)[1] == []       # routed through the VLANs' gateways
+
+
+def test_a_setting_that_is_not_an_address_or_port_names_the_variable():
+    m = model({"llm_gateways": ["gw"]}, gw=GATEWAY)
+    topo, problems = topology.build(m, {"gw": {"litellm_bind_address": "gateway.lan", "litellm_port": 70000,
+                                               "tls_proxy_listen_addresses": ["10.0.30.12"],
+                                               "tls_proxy_port": "443"}})
+    assert problems == ["host gw: litellm_bind_address: 'gateway.lan' is not an IP address"]
+    topo, problems = topology.build(m, {"gw": {"litellm_bind_address": "127.0.0.1", "litellm_port": 70000}})
+    assert problems == ["host gw: litellm_port: 70000 is not a TCP port (1-65535)"]
+
+
+def test_the_placement_the_hosts_and_the_vm_gpus(sysfs_trees):
+    facts = pci.read_tree(sysfs_trees["two-3090-shared-group"])
+    m = model({"pve_hosts": ["pve-a", "pve-b"], "gpu_vms": ["gpu-a", "gpu-b"]},
+              **{"pve-a": {}, "pve-b": {},
+                 "gpu-a": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": [{"vendor_device": "10de:2204", "count": 1}]},
+                 "gpu-b": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["0000:81:00.0"]}})
+    topo, problems = topology.build(m, {}, {"pve-a": facts}, {"gpu-a": "absent", "gpu-b": "running"},
+                                    {"host": "pve.example.org"})
+    assert problems == []
+    assert topo["gpus"] == {"pve-a": {"gpu-a": ["0000:42:00"]}, "pve-b": {"gpu-b": ["0000:81:00"]}}
+    assert topo["hosts"]["gpu-a"]["exists"] is False and topo["hosts"]["gpu-b"]["exists"] is True
+    assert topo["hosts"]["pve-a"]["exists"] is True
+    assert topology.vm_gpus(topo, "gpu-a") == [{"slot": "0000:42:00", "vendor": "10de", "device": "2204"}]
+    assert topology.vm_gpus(topo, "gpu-b") == [{"slot": "0000:81:00", "vendor": None, "device": None}]
+    assert topology.vm_gpus(topo, "nope") is None
+    assert topo["pve_api"] == {"host": "pve.example.org"}
