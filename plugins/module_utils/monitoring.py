@@ -11,7 +11,8 @@ Jobs (seed 000: GPU metrics every 5 s, the rest every 15 s):
 - ``dcgm``: dcgm-exporter on each GPU VM, management address, 5 s;
 - ``vllm``: each model server of each GPU VM, where vLLM listens (its inference-VLAN address), 5 s;
 - ``node``: node-exporter on the hosts of ``node_groups``, management address;
-- ``litellm``: each gateway's ``/metrics/`` (LiteLLM's prometheus callback) on its metrics address;
+- ``litellm``: each gateway's ``/metrics/`` (LiteLLM's prometheus callback) where the gateway's TLS proxy serves
+  it to the observability hosts (the topology's ``tls_proxy``/``litellm-metrics`` endpoint);
 - ``prometheus``, ``alertmanager``, ``grafana``: the observability hosts themselves.
 """
 
@@ -72,6 +73,26 @@ def _port(value):
     return value_checks.as_port(value)
 
 
+def hosts_from_topology(topology):
+    """The ``hosts`` of :func:`jobs_from_inventory` from ``llmstack_topology``: each host's addresses, the vLLM
+    endpoints (address, model, port) and the gateway's LiteLLM metrics endpoint. Nothing is read twice: the
+    topology holds each role's own settings."""
+    hosts = {}
+    for host, data in sorted(((topology or {}).get("hosts") or {}).items()):
+        hosts[host] = {"interfaces": [{"vlan": vlan, "address": address}
+                                      for vlan, address in sorted((data.get("addresses") or {}).items())],
+                       "models": []}
+    for endpoint in (topology or {}).get("endpoints") or []:
+        entry = hosts.setdefault(endpoint["host"], {"interfaces": [], "models": []})
+        if endpoint["role"] == "vllm":
+            entry["vllm_address"] = endpoint["address"]
+            entry["models"].append({"name": endpoint.get("model") or endpoint["service"], "port": endpoint["port"]})
+        elif endpoint["role"] == "tls_proxy" and endpoint["service"] == "litellm-metrics":
+            entry["litellm_metrics_address"] = endpoint["address"]
+            entry["litellm_metrics_port"] = endpoint["port"]
+    return hosts
+
+
 def validate_settings(settings):
     errors = []
     for key in ("gpu_interval", "interval", "evaluation_interval", "retention_time"):
@@ -80,7 +101,7 @@ def validate_settings(settings):
             problem = _duration_problem("monitoring_%s" % key, value)
             if problem:
                 errors.append(problem)
-    for key in ("dcgm_port", "node_port", "prometheus_port", "alertmanager_port", "grafana_port", "litellm_port"):
+    for key in ("dcgm_port", "node_port", "prometheus_port", "alertmanager_port", "grafana_port"):
         if key in settings and _port(settings[key]) is None:
             errors.append("monitoring_%s: %r is not a TCP port" % (key, settings[key]))
     groups = settings.get("groups") or {}
@@ -94,9 +115,9 @@ def jobs_from_inventory(hosts, groups, settings):
     """The scrape jobs, each ``{name, interval, path, targets: [{address, labels}]}``.
 
     ``hosts``: inventory name -> ``{interfaces, models: [{name, port}], vllm_address, litellm_metrics_address,
-    litellm_port}``; ``groups``: group name -> [hosts]; ``settings``: ``vlan`` (where exporters listen, default
-    mgmt), ``vllm_vlan`` (default inference), ``groups`` (our role -> your group name), ``node_groups``, ports and
-    intervals."""
+    litellm_metrics_port}`` (:func:`hosts_from_topology`); ``groups``: group name -> [hosts]; ``settings``:
+    ``vlan`` (where exporters listen, default mgmt), ``vllm_vlan`` (default inference), ``groups`` (our role ->
+    your group name), ``node_groups``, ports and intervals."""
     errors = validate_settings(settings)
     if errors:
         raise MonitoringError(errors)
@@ -152,14 +173,17 @@ def jobs_from_inventory(hosts, groups, settings):
                 node.append({"address": _hostport(address, settings.get("node_port", 9100)), "labels": {"host": host}})
     litellm = []
     for host in members["llm_gateways"]:
+        # Only where the gateway serves its metrics to this host (the tls_proxy metrics listener): LiteLLM itself
+        # listens on loopback, and a target nothing answers on would fire GatewayDown on a healthy gateway.
         hv = hosts.get(host) or {}
-        address = hv.get("litellm_metrics_address") or _address(host, hv, vlan)
-        address = need(host, address, "scraping LiteLLM's /metrics/", "litellm_metrics_address")
-        given = hv.get("litellm_port") or settings.get("litellm_port", 4000)
+        address = hv.get("litellm_metrics_address")
+        if not address:
+            continue
+        given = hv.get("litellm_metrics_port")
         port = _port(given)
         if port is None:
-            errors.append("host %s: litellm_port %r is not a TCP port (1-65535)" % (host, given))
-        elif address:
+            errors.append("host %s: tls_proxy_metrics_port %r is not a TCP port (1-65535)" % (host, given))
+        else:
             litellm.append({"address": _hostport(address, port), "labels": {"host": host}})
     own = {"prometheus": [], "alertmanager": [], "grafana": []}
     for host in members["observability"]:

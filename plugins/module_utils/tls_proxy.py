@@ -48,6 +48,13 @@ def _ip(value):
         return None
 
 
+def _network(value):
+    try:
+        return ipaddress.ip_network(str(value).strip(), strict=False)
+    except ValueError:
+        return None
+
+
 def _port(value):
     if isinstance(value, bool):
         return None
@@ -167,6 +174,26 @@ def validate(settings):
     if server == "caddy" and not CADDY_ADMIN_RE.match(str(settings.get("caddy_admin", ""))):
         errors.append("tls_proxy_caddy_admin: %r must be off, a loopback host:port or unix/PATH (Caddy's admin API "
                       "must never listen on the network)" % (settings.get("caddy_admin"),))
+    metrics = settings.get("metrics_listen_address")
+    if metrics not in (None, ""):
+        if _ip(metrics) is None:
+            errors.append("tls_proxy_metrics_listen_address: %r is not an IP address ('' turns the metrics listener "
+                          "off)" % (metrics,))
+        elif _ip(metrics).is_unspecified:
+            errors.append("tls_proxy_metrics_listen_address: %r listens everywhere; give the address on the "
+                          "monitoring VLAN" % (metrics,))
+        if _port(settings.get("metrics_port")) is None:
+            errors.append("tls_proxy_metrics_port: %r is not a TCP port (1-65535)" % (settings.get("metrics_port"),))
+        elif _port(settings.get("metrics_port")) == _port(settings.get("port")) and (
+                metrics in (listen or []) or any(_ip(a) is not None and _ip(a).is_unspecified for a in listen or [])):
+            errors.append("tls_proxy_metrics_port: the same address and port as the TLS listener (tls_proxy_port)")
+        allow = settings.get("metrics_allow")
+        if not isinstance(allow, list):
+            errors.append("tls_proxy_metrics_allow: must be a list of addresses or networks")
+        else:
+            for entry in allow:
+                if _network(entry) is None:
+                    errors.append("tls_proxy_metrics_allow: %r is not an address or network" % (entry,))
     for key in ("access_log",):
         value = settings.get(key)
         if value not in (None, "", "off") and not _absolute(value):
@@ -248,7 +275,73 @@ def nginx_site(settings):
             "    }",
         ]
     lines.append("}")
+    lines += _nginx_metrics_server(settings)
     return "\n".join(lines) + "\n"
+
+
+def _metrics_on(settings):
+    return settings.get("metrics_listen_address") not in (None, "")
+
+
+def _nginx_metrics_server(settings):
+    """LiteLLM's /metrics/ in plain HTTP on the monitoring address, for the observability hosts only."""
+    if not _metrics_on(settings):
+        return []
+    lines = [
+        "",
+        "# Prometheus reads LiteLLM's /metrics/ here (plain HTTP, the monitoring hosts only); nothing else is served.",
+        "server {",
+        "    listen %s;" % _host_port(settings["metrics_listen_address"], int(str(settings["metrics_port"]))),
+        "    server_name _;",
+        "    server_tokens off;",
+        "    access_log off;",
+        "    location / {",
+        "        return 404;",
+        "    }",
+        "    location ~ ^/metrics/?$ {",
+    ]
+    lines += ["        allow %s;" % _network(entry).with_prefixlen.replace("/32", "").replace("/128", "")
+              for entry in settings.get("metrics_allow") or []]
+    lines += [
+        "        deny all;",
+        "        proxy_pass http://llmstack_gateway;",
+        "        proxy_http_version 1.1;",
+        '        proxy_set_header Connection "";',
+        "        proxy_set_header Host $host;",
+        "    }",
+        "}",
+    ]
+    return lines
+
+
+def _caddy_metrics_site(settings):
+    if not _metrics_on(settings):
+        return []
+    allow = [_network(entry).with_prefixlen for entry in settings.get("metrics_allow") or []]
+    lines = [
+        "",
+        "# Prometheus reads LiteLLM's /metrics/ here (plain HTTP, the monitoring hosts only); nothing else is served.",
+        "http://:%d {" % int(str(settings["metrics_port"])),
+        "    bind %s" % settings["metrics_listen_address"],
+        "    header -Server",
+    ]
+    if allow:
+        lines += [
+            "    @prometheus {",
+            "        path /metrics /metrics/",
+            "        remote_ip %s" % " ".join(allow),
+            "    }",
+            "    handle @prometheus {",
+            "        reverse_proxy %s" % _host_port(settings["upstream_host"], settings["upstream_port"]),
+            "    }",
+        ]
+    lines += [
+        "    handle {",
+        "        respond 404",
+        "    }",
+        "}",
+    ]
+    return lines
 
 
 def _caddy_matcher(path):
@@ -330,6 +423,7 @@ def caddyfile(settings):
         "    }",
         "}",
     ]
+    lines += _caddy_metrics_site(settings)
     return "\n".join(lines) + "\n"
 
 

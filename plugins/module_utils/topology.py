@@ -10,7 +10,8 @@ and the GPU VMs' power state, and publishes it as ``llmstack_topology`` on every
     hosts:     {<host>: {groups: [...], addresses: {<vlan>: <ip>}, exists: true|false}}
     gpus:      {<pve host>: {<vm>: [<slot>, ...]}}        # the one GPU placement (place_gpus)
     gpu_devices: {<pve host>: {<slot>: {vendor, device, numa_node, isolated}}}   # hosts read in this run
-    endpoints: [{role, service, host, address, vlan, port, scheme, consumers: [<host>], variables: {...}}]
+    endpoints: [{role, service, host, address, vlan, port, scheme, consumers: [<host>], sources: [<ip>],
+                 variables: {address: <variable>, port: <variable>}, model (vLLM only)}]
     pve_api:   {host, port, user, token_id, validate_certs}
 
 Everything that decides *which GPU a VM gets* lives in :func:`place_gpus`: the ``vfio`` role binds, the
@@ -38,7 +39,8 @@ _SLOT = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?
 ROLE_SETTINGS = {
     "vllm": ("vllm_bind_address",),
     "litellm": ("litellm_bind_address", "litellm_port"),
-    "tls_proxy": ("tls_proxy_listen_addresses", "tls_proxy_port"),
+    "tls_proxy": ("tls_proxy_listen_addresses", "tls_proxy_port", "tls_proxy_metrics_listen_address",
+                  "tls_proxy_metrics_port"),
     "langfuse": ("langfuse_bind_address", "langfuse_port", "langfuse_s3_port"),
     "monitoring": ("monitoring_bind_address", "monitoring_prometheus_port", "monitoring_alertmanager_port",
                    "monitoring_grafana_port", "monitoring_node_exporter_port", "monitoring_dcgm_exporter_port",
@@ -249,9 +251,14 @@ def endpoints(groups, hosts, settings, vlans):
     """
     found, problems = [], []
 
-    def add(role, service, host, address_var, address, port_var, port, consumers, scheme="http"):
+    def add(role, service, host, address_var, address, port_var, port, consumers, scheme="http", optional=False,
+            **extra):
         if address in (None, ""):
-            return          # the role refuses an empty address itself, naming its variable
+            if not optional and not any(p.startswith("host %s: %s:" % (host, address_var)) for p in problems):
+                problems.append("host %s: %s: no address for %s %s (the host has no interface on the role's VLAN in "
+                                "llmstack_interfaces; add one or set %s)" % (host, address_var, role, service,
+                                                                             address_var))
+            return
         ip = _ip(address)
         if ip is None:
             problems.append("host %s: %s: %r is not an IP address" % (host, address_var, address))
@@ -264,6 +271,7 @@ def endpoints(groups, hosts, settings, vlans):
                       "vlan": _vlan_of(ip, vlans), "port": number, "scheme": scheme,
                       "consumers": sorted(set(consumers)),
                       "variables": {"address": address_var, "port": port_var}})
+        found[-1].update(extra)
 
     def of(host):
         return settings.get(host) or {}
@@ -276,7 +284,7 @@ def endpoints(groups, hosts, settings, vlans):
             if not isinstance(model, dict):
                 continue
             add("vllm", "vllm-%s" % model.get("name"), host, "vllm_bind_address", address,
-                "vllm_models[%d].port" % index, model.get("port"), gateways + observers)
+                "vllm_models[%d].port" % index, model.get("port"), gateways + observers, model=str(model.get("name")))
     for host in gateways:
         mine = of(host)
         add("litellm", "litellm", host, "litellm_bind_address", mine.get("litellm_bind_address"),
@@ -285,6 +293,11 @@ def endpoints(groups, hosts, settings, vlans):
         for index, address in enumerate([listen] if isinstance(listen, str) else listen):
             add("tls_proxy", "https", host, "tls_proxy_listen_addresses[%d]" % index, address,
                 "tls_proxy_port", mine.get("tls_proxy_port"), _members(groups, "llm_clients"), scheme="https")
+        # LiteLLM's /metrics/ for Prometheus: the proxy's plain-HTTP listener that serves nothing else, open to the
+        # observability hosts only (LiteLLM itself stays on loopback: its admin API never leaves the host).
+        add("tls_proxy", "litellm-metrics", host, "tls_proxy_metrics_listen_address",
+            mine.get("tls_proxy_metrics_listen_address"), "tls_proxy_metrics_port", mine.get("tls_proxy_metrics_port"),
+            observers, optional=True)
     for host in _members(groups, "langfuse"):
         mine = of(host)
         add("langfuse", "langfuse-web", host, "langfuse_bind_address", mine.get("langfuse_bind_address"),
@@ -342,6 +355,24 @@ def reachable(endpoint, consumer, addresses, vlans=None):
         return bool((vlans.get(name) or {}).get("gateway"))
 
     return routed(endpoint["vlan"]) and any(routed(name) for name in addresses)
+
+
+def sources(endpoint, hosts, vlans=None):
+    """The addresses the endpoint's consumers connect from: each consumer's address on the endpoint's VLAN, else
+    (routed) all its addresses on VLANs with a gateway; loopback for a loopback endpoint."""
+    ip = _ip(endpoint["address"])
+    result = []
+    for consumer in endpoint["consumers"]:
+        addresses = (hosts.get(consumer) or {}).get("addresses") or {}
+        if ip.is_loopback or consumer == endpoint["host"] and not addresses:
+            found = ["127.0.0.1" if ip.version == 4 else "::1"]
+        elif endpoint.get("vlan") in addresses:
+            found = [addresses[endpoint["vlan"]]]
+        else:
+            found = [a for name, a in sorted(addresses.items())
+                     if (vlans or {}).get(name, {}).get("gateway") or endpoint.get("vlan") is None]
+        result.extend(a for a in found if a not in result)
+    return result
 
 
 def endpoint_problems(found, hosts, vlans=None):
@@ -419,6 +450,8 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
     found, endpoint_errors = endpoints(groups, hosts, settings, vlans)
     problems.extend(endpoint_errors)
     problems.extend(endpoint_problems(found, topo_hosts, vlans))
+    for entry in found:
+        entry["sources"] = sources(entry, topo_hosts, vlans)
     devices = {}
     for node, pci in sorted((pci_by_node or {}).items()):
         devices[node] = dict((g["slot"], {"vendor": g.get("vendor"), "device": g.get("device"),
@@ -445,3 +478,9 @@ def vm_gpus(topology, vm):
             return [{"slot": slot, "vendor": (devices.get(slot) or {}).get("vendor"),
                      "device": (devices.get(slot) or {}).get("device")} for slot in vms[vm]]
     return None
+
+
+def endpoint_sources(topology, role, service, host):
+    """The source addresses of the endpoint ``role``/``service`` on ``host`` ([] when it has none or is unknown)."""
+    found = endpoint(topology, role, service, host)
+    return list(found[0].get("sources") or []) if found else []

@@ -21,10 +21,14 @@ description:
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 options:
-  hosts:
-    description: Inventory name to C({interfaces, models, vllm_address, litellm_metrics_address, litellm_port}).
+  topology:
+    description: The site's topology (C(llmstack_topology), M(pvegpu.llmstack.topology)); the scrape targets are
+      its endpoints. One of O(topology) and O(hosts) is required.
     type: dict
-    required: true
+  hosts:
+    description: Instead of O(topology), inventory name to C({interfaces, models, vllm_address,
+      litellm_metrics_address, litellm_metrics_port}).
+    type: dict
   groups:
     description: Group name to its hosts (Ansible's C(groups)).
     type: dict
@@ -32,8 +36,8 @@ options:
   settings:
     description:
       - "C(vlan), C(vllm_vlan), C(groups), C(node_groups), C(gpu_interval), C(interval), C(evaluation_interval),
-        ports (C(dcgm_port), C(node_port), C(prometheus_port), C(alertmanager_port), C(grafana_port),
-        C(litellm_port)), C(rule_files), C(external_labels), C(alertmanager) (see the role)."
+        ports (C(dcgm_port), C(node_port), C(prometheus_port), C(alertmanager_port), C(grafana_port)),
+        C(rule_files), C(external_labels), C(alertmanager) (see the role)."
     type: dict
     required: true
   compose:
@@ -58,7 +62,7 @@ attributes:
 EXAMPLES = r"""
 - name: Render the monitoring of this host
   pvegpu.llmstack.monitoring_render:
-    hosts: {gpu-a: {interfaces: [{vlan: mgmt, address: 192.168.10.20}], models: [{name: fast, port: 8001}]}}
+    topology: "{{ llmstack_topology }}"
     groups: {gpu_vms: [gpu-a], observability: [mon]}
     settings: {gpu_interval: 5s, interval: 15s}
     compose: {services: [dcgm-exporter, node-exporter], address: 192.168.10.20, images: {}}
@@ -96,18 +100,22 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import monitoring
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            hosts=dict(type="dict", required=True),
+            topology=dict(type="dict"),
+            hosts=dict(type="dict"),
             groups=dict(type="dict", required=True),
             settings=dict(type="dict", required=True),
             compose=dict(type="dict", required=True),
         ),
         supports_check_mode=True,
+        required_one_of=[("topology", "hosts")],
+        mutually_exclusive=[("topology", "hosts")],
     )
     params = module.params
+    hosts = params["hosts"] if params["hosts"] is not None else monitoring.hosts_from_topology(params["topology"])
     errors = []
     result = {}
     builders = (
-        ("jobs", monitoring.jobs_from_inventory, (params["hosts"], params["groups"], params["settings"])),
+        ("jobs", monitoring.jobs_from_inventory, (hosts, params["groups"], params["settings"])),
         ("alertmanager", monitoring.alertmanager_config, (params["settings"].get("alertmanager") or {},)),
         ("compose", monitoring.compose, (params["compose"],)),
     )

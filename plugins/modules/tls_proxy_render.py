@@ -27,7 +27,8 @@ options:
       - "The role's variables without the C(tls_proxy_) prefix: C(server) (caddy or nginx), C(certificate_source)
         (internal_ca, files, acme), C(listen_addresses), C(port), C(upstream_host), C(upstream_port),
         C(server_names), C(paths), C(timeout), C(max_body_mb), C(protocols), C(mtls), C(certificate_file),
-        C(key_file), C(client_ca_file), C(caddy_admin), C(acme_email), C(access_log)."
+        C(key_file), C(client_ca_file), C(caddy_admin), C(acme_email), C(access_log), C(metrics_listen_address),
+        C(metrics_port), C(metrics_allow) (LiteLLM's /metrics/ for Prometheus; an empty address turns it off)."
     type: dict
     required: true
 attributes:

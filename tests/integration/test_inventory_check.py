@@ -66,7 +66,9 @@ def test_base_inventory_passes_the_check():
     assert result["hosts"] == 7
     gpu_b = result["networks"]["gpu-b"]["interfaces"]
     assert gpu_b == [{"vlan": "inference", "id": 20, "address": "10.99.20.21", "prefix": 24,
-                      "cidr": "10.99.20.0/24", "gateway": "10.99.20.1", "bridge": "vmbr0"}]
+                      "cidr": "10.99.20.0/24", "gateway": "10.99.20.1", "bridge": "vmbr0"},
+                     {"vlan": "mgmt", "id": 10, "address": "10.99.10.21", "prefix": 24,
+                      "cidr": "10.99.10.0/24", "gateway": "10.99.10.1", "bridge": "vmbr0"}]
     # The topology is computed once and reaches every host (its PVE hosts are not reachable here: the placement
     # keeps the named slots and leaves gpu-b's by-type GPUs to the run that reads pve-b).
     topo = [run["hosts"] for run in runs if run["task"].startswith("Compute llmstack_topology")]

@@ -180,6 +180,11 @@ def test_prometheus_on_lab_obs_scrapes_every_gpu_vm_from_the_inventory(running_l
     assert sorted(t for sc in jobs["dcgm"]["static_configs"] for t in sc["targets"]) == [
         "172.30.10.20:9400", "172.30.10.21:9400"]
     assert "172.30.20.20:8001" in [t for sc in jobs["vllm"]["static_configs"] for t in sc["targets"]]
+    # LiteLLM stays on loopback; the gateway's TLS proxy serves its /metrics/ to lab-obs only (issue #21).
+    assert [t for sc in jobs["litellm"]["static_configs"] for t in sc["targets"]] == ["172.30.10.12:9402"]
+    caddyfile = podman("exec", "llmstack-lab-gateway", "cat", "/etc/caddy/Caddyfile").stdout
+    assert "http://:9402 {" in caddyfile and "bind 172.30.10.12" in caddyfile
+    assert "remote_ip 172.30.10.14/32" in caddyfile
     compose = yaml.safe_load(podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/monitoring/docker-compose.yml").stdout)
     assert sorted(compose["services"]) == ["dcgm-exporter", "node-exporter"]
     mode = podman("exec", "llmstack-lab-obs", "stat", "-c", "%a", "/opt/monitoring/secrets/grafana_password")

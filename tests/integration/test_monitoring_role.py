@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import parse_json_report, playbook
+from conftest import ROOT, parse_json_report, playbook, tasks_run
 
 pytestmark = pytest.mark.slow
 WEBHOOK = "https://hooks.example.invalid/services/T0K3N-%s" % os.getpid()
@@ -28,7 +28,9 @@ def write_inventory(base, **obs_vars):
     obs.update(obs_vars)
     data = {"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                 "llmstack_start_services": False},
+                 "llmstack_start_services": False,
+                 "llmstack_vlans": {"mgmt": {"id": 10, "cidr": "10.99.10.0/24", "gateway": "10.99.10.1"},
+                                    "inference": {"id": 20, "cidr": "10.99.20.0/24", "gateway": "10.99.20.1"}}},
         "children": {
             "gpu_vms": {"hosts": {"gpu-a": {
                 "monitoring_dir": str(base / "gpu"),
@@ -103,8 +105,39 @@ def test_promtool_accepts_the_written_prometheus_config_and_rules(deployed, tmp_
     jobs = {c["job_name"]: c for c in config["scrape_configs"]}
     assert jobs["dcgm"]["scrape_interval"] == "5s" and jobs["node"]["scrape_interval"] == "15s"
     assert [sc["targets"] for sc in jobs["vllm"]["static_configs"]] == [["10.99.20.20:8001"], ["10.99.20.20:8002"]]
-    assert jobs["litellm"]["static_configs"][0]["targets"] == ["10.99.10.12:4000"]
+    # LiteLLM listens on loopback; Prometheus reads its /metrics/ from the gateway's TLS proxy metrics listener.
+    assert jobs["litellm"]["static_configs"][0]["targets"] == ["10.99.10.12:9402"]
     assert config["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"] == ["10.99.10.14:9093"]
+
+
+def test_every_scrape_target_is_an_endpoint_of_the_topology_that_the_observability_host_reaches(deployed):
+    """Issue #21: no alert may fire for a target the collection itself configured where nothing answers (the
+    gateway used to be scraped on its management address while LiteLLM listened on loopback)."""
+    sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))   # make setup links the checkout there
+    try:
+        from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
+    finally:
+        sys.path.pop(0)
+
+    facts = [result["ansible_facts"]["llmstack_topology"] for run in tasks_run(deployed["first"])
+             for result in run["hosts"].values() if "llmstack_topology" in result.get("ansible_facts", {})]
+    assert len(facts) == 1
+    topo = facts[0]
+    by_address = dict(("%s:%d" % (e["address"], e["port"]), e) for e in topo["endpoints"])
+    config = yaml.safe_load((deployed["base"] / "obs" / "prometheus" / "prometheus.yml").read_text())
+    targets = [(job["job_name"], target) for job in config["scrape_configs"]
+               for static in job["static_configs"] for target in static["targets"]]
+    assert len(targets) >= 8
+    for job, target in targets:
+        assert target in by_address, (job, target, sorted(by_address))
+        endpoint = by_address[target]
+        assert "obs" in endpoint["consumers"], (job, endpoint)
+        assert topology.reachable(endpoint, "obs", topo["hosts"]["obs"]["addresses"], {
+            "mgmt": {"gateway": "10.99.10.1"}, "inference": {"gateway": "10.99.20.1"}}), (job, endpoint)
+    # LiteLLM's own port (loopback) is in the topology, and no target points at it.
+    litellm = topology.endpoint(topo, "litellm", "litellm", "gw")
+    assert litellm and litellm[0]["address"] == "127.0.0.1" and litellm[0]["consumers"] == ["gw"]
+    assert not [t for _job, t in targets if t.endswith(":4000")]
 
 
 def test_no_default_credentials_and_secrets_only_in_their_files(deployed):
@@ -161,5 +194,6 @@ def test_a_host_without_a_management_address_is_named_before_anything_is_written
     inventory, play = write_inventory(tmp_path, llmstack_interfaces=[{"vlan": "apps", "address": "10.99.30.14"}])
     rc, out, err = playbook("-i", inventory, play)
     assert rc != 0
-    assert "host obs: no address on VLAN mgmt in llmstack_interfaces" in out, out[-3000:]
+    # The validate step's topology (computed by the role when run on its own) names it first.
+    assert "host obs: monitoring_bind_address: no address for monitoring prometheus" in out, out[-3000:]
     assert not (tmp_path / "obs").exists()

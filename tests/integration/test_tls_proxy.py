@@ -366,6 +366,37 @@ def test_mtls_refuses_clients_without_a_ca_signed_certificate(proxy, upstream, t
         proxy.start()
 
 
+def test_litellm_metrics_are_served_in_plain_http_to_the_monitoring_hosts_only(proxy, upstream):
+    """Issue #21: Prometheus must read LiteLLM's /metrics/ while LiteLLM stays on loopback. The metrics listener
+    serves /metrics/ and nothing else, only to tls_proxy_metrics_allow (here 127.0.0.2 as the observability host;
+    the tests connect from 127.0.0.2 or 127.0.0.3 by binding the source address)."""
+    metrics_port = free_port()
+    proxy.apply(tls_proxy_metrics_listen_address="127.0.0.1", tls_proxy_metrics_port=metrics_port,
+                tls_proxy_metrics_allow=["127.0.0.2"])
+    proxy.start()
+    try:
+        assert wait_port(metrics_port)
+
+        def get(path, source):
+            conn = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=10, source_address=(source, 0))
+            conn.request("GET", path)
+            response = conn.getresponse()
+            response.read()
+            return response.status
+
+        before = len(upstream.requests)
+        assert get("/metrics/", "127.0.0.2") == 200
+        assert get("/metrics", "127.0.0.2") == 200
+        # Not the monitoring host, or not the metrics: refused, and the upstream never sees it.
+        assert get("/metrics/", "127.0.0.3") in (403, 404)
+        for path in ("/key/generate", "/ui/", "/v1/models", "/"):
+            assert get(path, "127.0.0.2") == 404, path
+        assert upstream.requests[before:] == ["/metrics/", "/metrics"]
+    finally:
+        proxy.apply()
+        proxy.start()
+
+
 @pytest.fixture(scope="module")
 def nginx_proxy(tmp_path_factory, upstream):
     proxy = Proxy(tmp_path_factory.mktemp("nginx-control"), "nginx", upstream)

@@ -13,7 +13,8 @@ def inventory():
         "gpu-b": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.21"},
                                  {"vlan": "inference", "address": "10.0.20.21"}],
                   "models": [{"name": "reasoning", "port": 8003}], "vllm_address": "10.0.20.99"},
-        "gw": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.12"}]},
+        "gw": {"interfaces": [{"vlan": "mgmt", "address": "10.0.10.12"}], "litellm_metrics_address": "10.0.10.12",
+               "litellm_metrics_port": 9402},
         "mon": {"interfaces": [{"vlan": "mgmt", "address": "fd00:10::14"}]},
     }
     groups = {"gpu_vms": ["gpu-a", "gpu-b"], "llm_gateways": ["gw"], "observability": ["mon"]}
@@ -34,7 +35,7 @@ def test_jobs_come_from_the_groups_and_the_management_vlan():
         ("10.0.20.99:8003", {"host": "gpu-b", "model": "reasoning"})]
     assert [t["address"] for t in jobs["node"]["targets"]] == ["10.0.10.20:9100", "10.0.10.21:9100",
                                                                "[fd00:10::14]:9100"]
-    assert jobs["litellm"]["path"] == "/metrics/" and jobs["litellm"]["targets"][0]["address"] == "10.0.10.12:4000"
+    assert jobs["litellm"]["path"] == "/metrics/" and jobs["litellm"]["targets"][0]["address"] == "10.0.10.12:9402"
     assert jobs["prometheus"]["targets"][0] == {"address": "[fd00:10::14]:9090", "labels": {"host": "mon"}}
 
 
@@ -192,9 +193,12 @@ def test_a_port_given_as_digits_is_used_as_that_port():
                                   "ports": {"prometheus": "9091"}})
     assert project["services"]["prometheus"]["ports"] == ["10.0.10.14:9091:9090"]
     hosts, groups = inventory()
-    hosts["gw"]["litellm_port"] = "4001"
+    hosts["gw"]["litellm_metrics_port"] = "9403"
     jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
-    assert jobs["litellm"]["targets"][0]["address"] == "10.0.10.12:4001"
-    hosts["gw"]["litellm_port"] = 70000
-    with pytest.raises(monitoring.MonitoringError, match="host gw: litellm_port 70000 is not a TCP port"):
+    assert jobs["litellm"]["targets"][0]["address"] == "10.0.10.12:9403"
+    hosts["gw"]["litellm_metrics_port"] = 70000
+    with pytest.raises(monitoring.MonitoringError, match="host gw: tls_proxy_metrics_port 70000 is not a TCP port"):
         monitoring.jobs_from_inventory(hosts, groups, {})
+    # A gateway that serves no metrics to the monitoring hosts is not scraped (nothing would answer there).
+    del hosts["gw"]["litellm_metrics_address"]
+    assert "litellm" not in by_name(monitoring.jobs_from_inventory(hosts, groups, {}))

@@ -156,9 +156,14 @@ def test_vllm_litellm_and_the_tls_proxy_are_endpoints_their_consumers_reach():
                        "tls_proxy_listen_addresses": ["10.0.30.12"], "tls_proxy_port": 443},
                 "gpu": {"vllm_bind_address": "10.0.20.20", "monitoring_bind_address": ""}}
     topo, problems = topology.build(m, settings)
+    # The GPU VM runs the exporters too (observability stage): without a management address it is refused here.
+    assert problems == ["host gpu: monitoring_bind_address: no address for monitoring dcgm-exporter (the host has no "
+                        "interface on the role's VLAN in llmstack_interfaces; add one or set monitoring_bind_address)"]
+    settings["gpu"].update(monitoring_bind_address="10.0.20.20", monitoring_dcgm_exporter_port=9400)
+    topo, problems = topology.build(m, settings)
     assert problems == []
     assert [(e["role"], e["service"], e["host"], e["address"], e["port"], e["consumers"])
-            for e in topo["endpoints"]] == [
+            for e in topo["endpoints"] if e["role"] != "monitoring"] == [
         ("vllm", "vllm-fast", "gpu", "10.0.20.20", 8001, ["gw"]),
         ("vllm", "vllm-big", "gpu", "10.0.20.20", 8002, ["gw"]),
         ("litellm", "litellm", "gw", "127.0.0.1", 4000, ["gw"]),
@@ -170,7 +175,9 @@ def test_vllm_litellm_and_the_tls_proxy_are_endpoints_their_consumers_reach():
 def test_an_endpoint_its_consumer_cannot_reach_is_refused():
     m = model({"gpu_vms": ["gpu"], "llm_gateways": ["gw"]},
               gw={"llmstack_interfaces": [{"vlan": "storage", "address": "10.0.40.12"}]}, gpu=GPU)
-    settings = {"gpu": {"vllm_bind_address": "127.0.0.1"}, "gw": {}}
+    settings = {"gpu": {"vllm_bind_address": "127.0.0.1", "monitoring_bind_address": "10.0.20.20",
+                        "monitoring_dcgm_exporter_port": 9400},
+                "gw": {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000}}
     topo, problems = topology.build(m, settings)
     assert problems[0] == ("host gpu: vllm vllm-fast listens on 127.0.0.1:8001 (loopback only; set vllm_bind_address), "
                            "but gw must reach it")
@@ -199,8 +206,9 @@ def test_the_placement_the_hosts_and_the_vm_gpus(sysfs_trees):
               **{"pve-a": {}, "pve-b": {},
                  "gpu-a": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": [{"vendor_device": "10de:2204", "count": 1}]},
                  "gpu-b": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["0000:81:00.0"]}})
-    topo, problems = topology.build(m, {}, {"pve-a": facts}, {"gpu-a": "absent", "gpu-b": "running"},
-                                    {"host": "pve.example.org"})
+    exporters = {"monitoring_bind_address": "10.0.10.20", "monitoring_dcgm_exporter_port": 9400}
+    topo, problems = topology.build(m, {"gpu-a": exporters, "gpu-b": exporters}, {"pve-a": facts},
+                                    {"gpu-a": "absent", "gpu-b": "running"}, {"host": "pve.example.org"})
     assert problems == []
     assert topo["gpus"] == {"pve-a": {"gpu-a": ["0000:42:00"]}, "pve-b": {"gpu-b": ["0000:81:00"]}}
     assert topo["hosts"]["gpu-a"]["exists"] is False and topo["hosts"]["gpu-b"]["exists"] is True
