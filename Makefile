@@ -11,6 +11,7 @@ export CONTAINERS_CONF := $(ROOT)/tests/harness/containers.conf
 export ANSIBLE_CONFIG := $(ROOT)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(ROOT)/.cache/collections
 export ANSIBLE_ROLES_PATH := $(ROOT)/roles
+export ANSIBLE_CONNECTION_PLUGINS := $(ROOT)/tests/harness/connection_plugins
 export ANSIBLE_NOCOLOR := 1
 export PY_COLORS := 0
 # The audit_log callback (enabled in ansible.cfg) records every run of the lab and the tests here.

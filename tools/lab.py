@@ -34,7 +34,8 @@ INVENTORY = os.path.join(ROOT, "inventories", "lab")
 STATE = os.path.join(ROOT, ".cache", "lab")
 IMAGE = os.environ.get("LLMSTACK_IMAGE", "localhost/llmstack-debian13")
 LABEL = "io.llmstack.lab=1"
-PODMAN_CONNECTION = "containers.podman.podman"
+# The lab connects with the harness's pipelining wrapper of containers.podman.podman (one `podman exec` per task).
+PODMAN_CONNECTIONS = ("podman_pipelined", "containers.podman.podman")
 
 
 def say(text):
@@ -63,7 +64,7 @@ def containers(hostvars, groups=None):
     """{host: container name} of the hosts `up` makes: every podman host but the GPU VMs (groups given)."""
     vms = set((groups or {}).get("gpu_vms", [])) if groups is not None else set()
     return dict((host, hv.get("ansible_host", host)) for host, hv in sorted(hostvars.items())
-                if hv.get("ansible_connection") == PODMAN_CONNECTION and host not in vms)
+                if hv.get("ansible_connection") in PODMAN_CONNECTIONS and host not in vms)
 
 
 def vm_hosts(hostvars, groups):
@@ -71,7 +72,7 @@ def vm_hosts(hostvars, groups):
     hosts = {}
     for host in groups.get("gpu_vms", []):
         hv = hostvars.get(host, {})
-        if hv.get("ansible_connection") == PODMAN_CONNECTION and "gpu_vm_vmid" in hv:
+        if hv.get("ansible_connection") in PODMAN_CONNECTIONS and "gpu_vm_vmid" in hv:
             hosts[str(hv["gpu_vm_vmid"])] = {"container": hv.get("ansible_host", host), "hostname": host,
                                              "image": IMAGE, "label": LABEL}
     return hosts

@@ -95,6 +95,31 @@ def gpu_vms_from_hosts(hosts, vlan="inference"):
     return gpu_vms, errors
 
 
+def gpu_vms_from_topology(topology, vlan="inference"):
+    """The GPU VMs as the gateway sees them, from ``llmstack_topology``: each vLLM endpoint where it listens (the
+    topology has already refused one the gateways cannot reach), its key setting, and the VM's vllm_models.
+    Returns (gpu_vms, errors) as :func:`gpu_vms_from_hosts`."""
+    hosts = (topology or {}).get("hosts") or {}
+    by_host = {}
+    for endpoint in (topology or {}).get("endpoints") or []:
+        if endpoint.get("role") != "vllm":
+            continue
+        entry = by_host.setdefault(endpoint["host"], {"ports": {}, "address": endpoint["address"],
+                                                      "api_key": endpoint.get("api_key", True)})
+        entry["ports"][endpoint.get("model")] = endpoint["port"]
+    gpu_vms = []
+    for host in sorted(h for h, data in hosts.items() if "gpu_vms" in (data.get("groups") or [])):
+        found = by_host.get(host) or {}
+        address = found.get("address")
+        if address in (None, "0.0.0.0", "::"):
+            address = (hosts[host].get("addresses") or {}).get(vlan)
+        models = [m for m in hosts[host].get("models") or [] if isinstance(m, dict)]
+        gpu_vms.append({"host": host, "address": address, "api_key": found.get("api_key", True) is not False,
+                        "models": [{"name": m.get("name"), "port": _int_or_raw(m.get("port")), "model": m.get("model"),
+                                    "max_model_len": _int_or_raw(m.get("max_model_len"))} for m in models]})
+    return gpu_vms, []
+
+
 def _int_or_raw(value):
     """A digit string as its number (as everywhere in the collection); anything else unchanged, for validate()
     to name."""
@@ -350,7 +375,11 @@ def model_list(data):
 
 def build(data):
     """{"config": LiteLLM config dict, "env": {NAME: what it holds}, "groups": [...]}; raises LitellmConfigError."""
-    if data.get("hosts") is not None:
+    if data.get("topology") is not None:
+        gpu_vms, host_errors = gpu_vms_from_topology(data["topology"], data.get("vlan", "inference"))
+        data = dict((k, v) for k, v in data.items() if k != "topology")
+        data["gpu_vms"] = gpu_vms
+    elif data.get("hosts") is not None:
         gpu_vms, host_errors = gpu_vms_from_hosts(data["hosts"], data.get("vlan", "inference"))
         data = dict(data, gpu_vms=gpu_vms)
     else:

@@ -7,11 +7,13 @@ The validate step (action ``pvegpu.llmstack.topology``) builds it from the check
 service role's settings (its ``defaults/main.yml`` overlaid with the host's variables), the PVE hosts' PCI facts
 and the GPU VMs' power state, and publishes it as ``llmstack_topology`` on every host::
 
-    hosts:     {<host>: {groups: [...], addresses: {<vlan>: <ip>}, exists: true|false}}
+    hosts:     {<host>: {groups: [...], addresses: {<vlan>: <ip>}, exists: true|false, vm_status (GPU VMs read from
+                the PVE API), models (a GPU VM's vllm_models), dirs: {<role>: <role>_dir} (where each service role
+                keeps its files and secrets there)}}
     gpus:      {<pve host>: {<vm>: [<slot>, ...]}}        # the one GPU placement (place_gpus)
     gpu_devices: {<pve host>: {<slot>: {vendor, device, numa_node, isolated}}}   # hosts read in this run
     endpoints: [{role, service, host, address, vlan, port, scheme, consumers: [<host>], sources: [<ip>],
-                 variables: {address: <variable>, port: <variable>}, model (vLLM only)}]
+                 variables: {address: <variable>, port: <variable>}, model and api_key (vLLM only)}]
     pve_api:   {host, port, user, token_id, validate_certs}
 
 Everything that decides *which GPU a VM gets* lives in :func:`place_gpus`: the ``vfio`` role binds, the
@@ -37,14 +39,14 @@ _SLOT = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?
 #: The service roles' settings the topology reads: role -> variables (their defaults come from the role's
 #: defaults/main.yml, the one place they are stated).
 ROLE_SETTINGS = {
-    "vllm": ("vllm_bind_address",),
-    "litellm": ("litellm_bind_address", "litellm_port"),
+    "vllm": ("vllm_bind_address", "vllm_api_key_enabled", "vllm_dir"),
+    "litellm": ("litellm_bind_address", "litellm_port", "litellm_dir"),
     "tls_proxy": ("tls_proxy_listen_addresses", "tls_proxy_port", "tls_proxy_metrics_listen_address",
                   "tls_proxy_metrics_port"),
-    "langfuse": ("langfuse_bind_address", "langfuse_port", "langfuse_s3_port"),
-    "monitoring": ("monitoring_bind_address", "monitoring_prometheus_port", "monitoring_alertmanager_port",
-                   "monitoring_grafana_port", "monitoring_node_exporter_port", "monitoring_dcgm_exporter_port",
-                   "monitoring_node_groups"),
+    "langfuse": ("langfuse_bind_address", "langfuse_port", "langfuse_s3_port", "langfuse_dir"),
+    "monitoring": ("monitoring_dir", "monitoring_bind_address", "monitoring_prometheus_port",
+                   "monitoring_alertmanager_port", "monitoring_grafana_port", "monitoring_node_exporter_port",
+                   "monitoring_dcgm_exporter_port", "monitoring_node_groups"),
 }
 
 #: Which inventory group runs which service role (the stage playbooks' hosts).
@@ -284,7 +286,8 @@ def endpoints(groups, hosts, settings, vlans):
             if not isinstance(model, dict):
                 continue
             add("vllm", "vllm-%s" % model.get("name"), host, "vllm_bind_address", address,
-                "vllm_models[%d].port" % index, model.get("port"), gateways + observers, model=str(model.get("name")))
+                "vllm_models[%d].port" % index, model.get("port"), gateways + observers, model=str(model.get("name")),
+                api_key=str(of(host).get("vllm_api_key_enabled", True)).lower() not in ("false", "no", "0", "off"))
     for host in gateways:
         mine = of(host)
         add("litellm", "litellm", host, "litellm_bind_address", mine.get("litellm_bind_address"),
@@ -305,7 +308,8 @@ def endpoints(groups, hosts, settings, vlans):
         add("langfuse", "langfuse-s3", host, "langfuse_bind_address", mine.get("langfuse_bind_address"),
             "langfuse_s3_port", mine.get("langfuse_s3_port"), gateways)
     monitored = []
-    for host in observers + _members(groups, "gpu_vms"):
+    # The exporters on the GPU VMs matter (and need an address) only where there is a Prometheus to read them.
+    for host in observers + (_members(groups, "gpu_vms") if observers else []):
         if host not in monitored:
             monitored.append(host)
     for host in monitored:
@@ -446,6 +450,12 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
                             "exists": status not in ("absent",) if host in _members(groups, "gpu_vms") else True}
         if status:
             topo_hosts[host]["vm_status"] = status
+        if host in _members(groups, "gpu_vms"):
+            topo_hosts[host]["models"] = [m for m in data.get("vllm_models") or [] if isinstance(m, dict)]
+        dirs = dict((role, (settings.get(host) or {})["%s_dir" % role]) for role in ROLE_GROUPS
+                    if "%s_dir" % role in (settings.get(host) or {}))
+        if dirs:
+            topo_hosts[host]["dirs"] = dirs
     gpus, problems = placement(node_plans(groups, hosts), pci_by_node or {})
     found, endpoint_errors = endpoints(groups, hosts, settings, vlans)
     problems.extend(endpoint_errors)

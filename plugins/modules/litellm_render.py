@@ -25,8 +25,9 @@ author:
 options:
   data:
     description:
-      - "C(hosts) (inventory name to C({interfaces, models, api_key_enabled, bind_address}) of each GPU VM) with
-        C(vlan), or C(gpu_vms) (list of C({host, address, api_key, models: [{name, port, max_model_len}]})),
+      - "C(topology) (C(llmstack_topology): the vLLM endpoints and each GPU VM's models) with C(vlan), or C(hosts)
+        (inventory name to C({interfaces, models, api_key_enabled, bind_address}) of each GPU VM), or C(gpu_vms)
+        (list of C({host, address, api_key, models: [{name, port, max_model_len}]})),
         C(external_models) (C(api_key) true when a key is given; its value never passes here), C(fallbacks),
         C(context_window_fallbacks), C(model_settings) (group to prices and C(rpm)/C(tpm)), C(router),
         C(clients) (checked only), C(redis), C(health_checks), C(prometheus), C(metrics_require_auth),

@@ -228,3 +228,34 @@ def test_a_vllm_max_model_len_that_is_not_a_number_is_named():
     expected = r"vllm_models\[1\] of gpu-b \(reasoning\): max_model_len 'lots'"
     with pytest.raises(litellm_config.LitellmConfigError, match=expected):
         litellm_config.build(data(hosts=given))
+
+
+def test_the_gateway_reads_the_gpu_vms_from_the_topology():
+    """Issue #21: the model list comes from the topology's vLLM endpoints (where vLLM listens, its key setting) and
+    the VMs' vllm_models, not from the VMs' hostvars."""
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
+
+    vlans = {"inference": {"id": 20, "cidr": "10.0.20.0/24", "gateway": "10.0.20.1"}}
+    model = {"groups": {"all": ["gpu-a", "gpu-b", "gw"], "gpu_vms": ["gpu-a", "gpu-b"], "llm_gateways": ["gw"]},
+             "hosts": {"gpu-a": {"llmstack_vlans": vlans,
+                                 "llmstack_interfaces": [{"vlan": "inference", "address": "10.0.20.20"}],
+                                 "vllm_models": [{"name": "fast", "model": "m1", "port": 8001, "max_model_len": 4096}]},
+                       "gpu-b": {"llmstack_vlans": vlans,
+                                 "llmstack_interfaces": [{"vlan": "inference", "address": "10.0.20.21"}],
+                                 "vllm_models": [{"name": "fast", "model": "m1", "port": "8002"}]},
+                       "gw": {"llmstack_vlans": vlans,
+                              "llmstack_interfaces": [{"vlan": "inference", "address": "10.0.20.12"}]}}}
+    exporters = {"monitoring_bind_address": "10.0.20.20", "monitoring_dcgm_exporter_port": 9400}
+    settings = {"gpu-a": dict(exporters, vllm_bind_address="10.0.20.20", vllm_dir="/srv/a"),
+                "gpu-b": dict(exporters, vllm_bind_address="0.0.0.0", vllm_api_key_enabled=False),
+                "gw": {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000}}
+    topo, problems = topology.build(model, settings)
+    assert problems == []
+    assert topo["hosts"]["gpu-a"]["dirs"] == {"vllm": "/srv/a"}
+    gpu_vms, errors = litellm_config.gpu_vms_from_topology(topo)
+    assert errors == []
+    assert gpu_vms == [
+        {"host": "gpu-a", "address": "10.0.20.20", "api_key": True,
+         "models": [{"name": "fast", "port": 8001, "model": "m1", "max_model_len": 4096}]},
+        {"host": "gpu-b", "address": "10.0.20.21", "api_key": False,
+         "models": [{"name": "fast", "port": 8002, "model": "m1", "max_model_len": None}]}]

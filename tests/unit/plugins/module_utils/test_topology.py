@@ -156,12 +156,15 @@ def test_vllm_litellm_and_the_tls_proxy_are_endpoints_their_consumers_reach():
                        "tls_proxy_listen_addresses": ["10.0.30.12"], "tls_proxy_port": 443},
                 "gpu": {"vllm_bind_address": "10.0.20.20", "monitoring_bind_address": ""}}
     topo, problems = topology.build(m, settings)
-    # The GPU VM runs the exporters too (observability stage): without a management address it is refused here.
-    assert problems == ["host gpu: monitoring_bind_address: no address for monitoring dcgm-exporter (the host has no "
-                        "interface on the role's VLAN in llmstack_interfaces; add one or set monitoring_bind_address)"]
-    settings["gpu"].update(monitoring_bind_address="10.0.20.20", monitoring_dcgm_exporter_port=9400)
-    topo, problems = topology.build(m, settings)
+    # No observability host: the GPU VM's exporters have nobody to serve and need no address.
     assert problems == []
+    # With one, the GPU VM runs the exporters too (observability stage): without an address it is refused here.
+    m["groups"]["observability"] = ["gw"]
+    topo, problems = topology.build(m, settings)
+    assert "host gpu: monitoring_bind_address: no address for monitoring dcgm-exporter (the host has no interface on " \
+        "the role's VLAN in llmstack_interfaces; add one or set monitoring_bind_address)" in problems
+    m["groups"]["observability"] = []
+    topo, problems = topology.build(m, settings)
     assert [(e["role"], e["service"], e["host"], e["address"], e["port"], e["consumers"])
             for e in topo["endpoints"] if e["role"] != "monitoring"] == [
         ("vllm", "vllm-fast", "gpu", "10.0.20.20", 8001, ["gw"]),
