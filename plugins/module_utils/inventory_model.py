@@ -40,6 +40,7 @@ HOST_VARIABLES = (
     "llmstack_vlans",
     "llmstack_interfaces",
     "llmstack_pve_cluster",
+    "llmstack_loopback_shared",
     "gpu_vm_node",
     "gpu_vm_vmid",
     "gpu_vm_gpus",

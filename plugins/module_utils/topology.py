@@ -340,15 +340,16 @@ def _overlap(a, b):
     return ip_a == ip_b or ip_a.is_unspecified or ip_b.is_unspecified
 
 
-def reachable(endpoint, consumer, addresses, vlans=None):
+def reachable(endpoint, consumer, addresses, vlans=None, loopback_shared=False):
     """Whether ``consumer`` (a host with {vlan: address}) can open a connection to ``endpoint``.
 
-    Loopback: only from the host itself. A VLAN address: from a host on that VLAN, or routed through the VLANs'
+    Loopback: only from the host itself (from every host with ``loopback_shared``: llmstack_loopback_shared, an
+    inventory whose hosts are one machine, as the tests' are). A VLAN address: from a host on that VLAN, or routed through the VLANs'
     gateways when both ends' VLANs have one (which flows the routers let through is network_policy's matter).
     """
     ip = _ip(endpoint["address"])
     if ip.is_loopback:
-        return consumer == endpoint["host"]
+        return consumer == endpoint["host"] or loopback_shared
     if consumer == endpoint["host"] or ip.is_unspecified or endpoint.get("vlan") is None:
         return True
     if endpoint["vlan"] in addresses:
@@ -379,7 +380,7 @@ def sources(endpoint, hosts, vlans=None):
     return result
 
 
-def endpoint_problems(found, hosts, vlans=None):
+def endpoint_problems(found, hosts, vlans=None, loopback_shared=False):
     """Collisions (same host, overlapping address, same port) and consumers that cannot reach an endpoint.
 
     ``hosts``: {host: {addresses: {vlan: ip}}} (the topology's hosts).
@@ -400,7 +401,7 @@ def endpoint_problems(found, hosts, vlans=None):
     for endpoint in found:
         for consumer in endpoint["consumers"]:
             addresses = (hosts.get(consumer) or {}).get("addresses") or {}
-            if reachable(endpoint, consumer, addresses, vlans):
+            if reachable(endpoint, consumer, addresses, vlans, loopback_shared):
                 continue
             where = "loopback only" if _ip(endpoint["address"]).is_loopback else \
                 "VLAN %s: %s has no address there and no routed VLAN" % (endpoint["vlan"], consumer)
@@ -459,7 +460,9 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
     gpus, problems = placement(node_plans(groups, hosts), pci_by_node or {})
     found, endpoint_errors = endpoints(groups, hosts, settings, vlans)
     problems.extend(endpoint_errors)
-    problems.extend(endpoint_problems(found, topo_hosts, vlans))
+    shared = any(str((data or {}).get("llmstack_loopback_shared")).lower() in ("true", "yes", "1", "on")
+                 for data in hosts.values())
+    problems.extend(endpoint_problems(found, topo_hosts, vlans, shared))
     for entry in found:
         entry["sources"] = sources(entry, topo_hosts, vlans)
     devices = {}

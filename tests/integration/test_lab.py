@@ -61,7 +61,8 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     assert [podman("container", "exists", c).returncode for c in gpu_vm_hosts] == [1, 1]
     assert [api.nodes(n).qemu.get() for n in ("lab-pve-a", "lab-pve-b")] == [[], []]
 
-    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), "--check", "--diff", json_output=True)
+    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), "--check", "--diff", json_output=True,
+                            timeout=1500)
     assert rc == 0, out[-4000:] + err[-2000:]
     report = parse_json_report(out)
     created = results_of(report, "Create or update the VM")
@@ -80,7 +81,7 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     assert [api.nodes(n).qemu.get() for n in ("lab-pve-a", "lab-pve-b")] == [[], []]
     assert [podman("container", "exists", c).returncode for c in gpu_vm_hosts] == [1, 1]
 
-    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True)
+    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True, timeout=1500)
     assert rc == 0, out[-4000:] + err[-2000:]
     report = parse_json_report(out)
     started = results_of(report, "Start the VM")
@@ -90,7 +91,7 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     states = [podman("container", "inspect", "--format", "{{.State.Status}}", c).stdout.strip() for c in gpu_vm_hosts]
     assert states == ["running", "running"]
 
-    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True)
+    rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True, timeout=1500)
     assert rc == 0, out[-4000:] + err[-2000:]
     stats = parse_json_report(out)["stats"]
     assert sorted(stats) == ["lab-client", "lab-gateway", "lab-gpu-a", "lab-gpu-b", "lab-obs", "lab-pve-a",

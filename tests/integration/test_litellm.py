@@ -98,6 +98,8 @@ def write_inventory(base, ports, key_api_port, **gateway_vars):
     data = {"all": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                  "inventory_check_publish_facts": False,
+                 # Every host is this machine: its loopback addresses stand in for the VMs' (topology).
+                 "llmstack_loopback_shared": True,
                  "llmstack_vlans": {"mgmt": {"id": 10, "cidr": "10.99.10.0/24", "gateway": "10.99.10.1"},
                                     "inference": {"id": 20, "cidr": "127.0.20.0/24"}}},
         "children": {

@@ -17,7 +17,8 @@ MODEL = {"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "gpus": [0
 
 
 def inventory(tmp_path):
-    local = {"ansible_connection": "local", "ansible_python_interpreter": PYTHON, "llmstack_start_services": False}
+    local = {"ansible_connection": "local", "ansible_python_interpreter": PYTHON, "llmstack_start_services": False,
+             "llmstack_loopback_shared": True}
     vm = dict(local, vllm_dir=str(tmp_path / "vllm"),
               vllm_nvidia_recorded={"query_csv": "tests/fixtures/nvidia/query-gpu-4x3090.csv"},
               llmstack_interfaces=[{"vlan": "inference", "address": "127.0.0.1"},

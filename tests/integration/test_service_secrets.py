@@ -38,7 +38,7 @@ def write_inventory(base, **all_vars):
             "lf": base / "lf" / "langfuse", "obs": base / "obs" / "monitoring"}
     data = {"all": {
         "vars": dict({"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
-                      "llmstack_start_services": False}, **all_vars),
+                      "llmstack_start_services": False, "llmstack_loopback_shared": True}, **all_vars),
         "children": {
             "gpu_vms": {"hosts": {"gpu-a": {
                 "test_role": "vllm", "vllm_dir": str(dirs["gpu-a"]), "vllm_systemd_dir": str(base / "systemd"),

@@ -184,6 +184,10 @@ def test_an_endpoint_its_consumer_cannot_reach_is_refused():
     topo, problems = topology.build(m, settings)
     assert problems[0] == ("host gpu: vllm vllm-fast listens on 127.0.0.1:8001 (loopback only; set vllm_bind_address), "
                            "but gw must reach it")
+    # An inventory whose hosts are one machine (the integration tests') shares its loopback.
+    m["hosts"]["gw"]["llmstack_loopback_shared"] = True
+    assert not [p for p in topology.build(m, settings)[1] if "loopback only" in p]
+    del m["hosts"]["gw"]["llmstack_loopback_shared"]
     settings["gpu"]["vllm_bind_address"] = "10.0.20.20"
     topo, problems = topology.build(m, settings)
     # The gateway sits only on a VLAN without a gateway: no route to the inference VLAN.
