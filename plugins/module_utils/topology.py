@@ -344,8 +344,9 @@ def reachable(endpoint, consumer, addresses, vlans=None, loopback_shared=False):
     """Whether ``consumer`` (a host with {vlan: address}) can open a connection to ``endpoint``.
 
     Loopback: only from the host itself (from every host with ``loopback_shared``: llmstack_loopback_shared, an
-    inventory whose hosts are one machine, as the tests' are). A VLAN address: from a host on that VLAN, or routed through the VLANs'
-    gateways when both ends' VLANs have one (which flows the routers let through is network_policy's matter).
+    inventory whose hosts are one machine, as the tests' are). A VLAN address: from a host on that VLAN, or
+    routed through the VLANs' gateways when both ends' VLANs have one (which flows the routers let through is
+    network_policy's matter).
     """
     ip = _ip(endpoint["address"])
     if ip.is_loopback:
@@ -440,7 +441,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
         if isinstance((data or {}).get("llmstack_vlans"), dict):
             vlans = data["llmstack_vlans"]
             break
-    names = [h for h in groups.get("all") or sorted(hosts)]
+    names = list(groups.get("all") or sorted(hosts))
     topo_hosts = {}
     for host in names:
         data = hosts.get(host) or {}

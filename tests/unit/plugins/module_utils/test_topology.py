@@ -64,8 +64,8 @@ def test_allow_shared_group_passes_the_whole_group_in_both(two_3090):
 
 
 def test_two_of_a_type_where_one_shares_its_group_is_a_shortfall_that_says_why(two_3090):
-    slots, problems = topology.host_passthrough([{"name": "gpu-a", "gpus": [{"vendor_device": "10de:2204",
-                                                                              "count": 2}]}], two_3090, "pve-a")
+    vms = [{"name": "gpu-a", "gpus": [{"vendor_device": "10de:2204", "count": 2}]}]
+    slots, problems = topology.host_passthrough(vms, two_3090, "pve-a")
     assert slots == ["0000:42:00"]
     assert problems == ["gpu-a: gpu_vm_gpus[0]: 2 GPU(s) 10de:2204 asked for, 1 free on pve-a (2 there; 0000:41:00 "
                         "share their IOMMU group with other devices (gpu_vm_allow_shared_group passes the whole "
@@ -87,8 +87,8 @@ def test_named_slots_come_first_then_types_by_slot_and_explicit_replaces_the_vms
     assert assigned == {"a": ["0000:1b:00", "0000:3d:00", "0000:3e:00"], "b": ["0000:1a:00"]}
     slots, problems = topology.host_passthrough(vms, facts, "pve-b")
     assert slots == ["0000:1b:00", "0000:3d:00", "0000:3e:00", "0000:1a:00"]
-    slots, problems = topology.host_passthrough(vms, facts, "pve-b", explicit=[{"vendor_device": "10de:2204",
-                                                                              "count": 2}])
+    explicit = [{"vendor_device": "10de:2204", "count": 2}]
+    slots, problems = topology.host_passthrough(vms, facts, "pve-b", explicit=explicit)
     assert slots == [] and problems == ["gpu_vm_gpus[0]: 2 GPU(s) 10de:2204 asked for, 0 free on pve-b (0 there; "
                                         "the others are given to other VMs)"]
 
