@@ -10,6 +10,11 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
+# The checkout as ansible_collections.pvegpu.llmstack (make setup links it), so tests import module_utils as the
+# collection's own code does.
+COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+if os.path.isdir(COLLECTIONS) and COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
 CHECK_TASK = "pvegpu.llmstack.inventory_check : Check every host's variables against the inventory model"
 
 

@@ -86,7 +86,9 @@ def test_raw_addresses_with_a_token_are_refused_before_any_request(labpve, trees
     assert rc != 0
     text = str(report)
     assert "gpu_vm_hostpci_mode: raw puts host PCI addresses into hostpciN, which PVE allows only to root@pam" in text
-    assert labpve.requests == [] and labpve.vms == []
+    # The validate step reads each VM's power state (GET only, issue #20's day 0); nothing is written.
+    assert {method for method, _path, _body in labpve.requests} <= {"GET"}
+    assert state_changing(labpve) == [] and labpve.vms == []
 
 
 def test_more_gpus_than_the_host_has_free_is_refused_before_any_change(labpve, trees, tmp_path):

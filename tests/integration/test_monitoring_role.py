@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, parse_json_report, playbook, tasks_run
+from conftest import parse_json_report, playbook, tasks_run
 
 pytestmark = pytest.mark.slow
 WEBHOOK = "https://hooks.example.invalid/services/T0K3N-%s" % os.getpid()
@@ -113,11 +113,7 @@ def test_promtool_accepts_the_written_prometheus_config_and_rules(deployed, tmp_
 def test_every_scrape_target_is_an_endpoint_of_the_topology_that_the_observability_host_reaches(deployed):
     """Issue #21: no alert may fire for a target the collection itself configured where nothing answers (the
     gateway used to be scraped on its management address while LiteLLM listened on loopback)."""
-    sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))   # make setup links the checkout there
-    try:
-        from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
-    finally:
-        sys.path.pop(0)
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
 
     facts = [result["ansible_facts"]["llmstack_topology"] for run in tasks_run(deployed["first"])
              for result in run["hosts"].values() if "llmstack_topology" in result.get("ansible_facts", {})]
