@@ -65,12 +65,15 @@ def wait_http(host, port, path, timeout=60.0):
     return False
 
 
+CADENCE_MS = 25  # fake_vllm's gap between content chunks; wide enough that a busy CI core does not bunch them
+
+
 class Upstream:
     """One tools/fake_vllm.py process (a stand-in for one vLLM model server)."""
 
     def __init__(self, host, port, served, name, key):
         self.args = [sys.executable, os.path.join(TOOLS, "fake_vllm.py"), "--host", host, "--port", str(port),
-                     "--served-model", served, "--name", name, "--api-key", key, "--cadence-ms", "10"]
+                     "--served-model", served, "--name", name, "--api-key", key, "--cadence-ms", str(CADENCE_MS)]
         self.host, self.port, self.proc = host, port, None
 
     def start(self):
@@ -367,15 +370,19 @@ def test_requests_reach_the_upstream_of_their_group_with_its_vllm_key(proxy):
 
 
 def test_streaming_through_the_proxy_keeps_the_upstream_cadence(proxy):
-    # fake_vllm sends 8 content chunks 10 ms apart: they arrive as 8 chunks, spaced, not as one burst.
-    # A worker's first request, or a busy machine (the tests run two at a time on two cores), may bunch a few
-    # chunks, so the median gap and the span are checked, best of three requests; a buffering proxy fails all three.
+    # fake_vllm sends 8 content chunks CADENCE_MS apart: they arrive as 8 chunks, spaced, not as one burst.
+    # A busy machine (the tests run two at a time on two cores) may delay LiteLLM's first-chunk work so that the
+    # first chunks arrive together (CI saw 4 of 7 gaps at ~1 ms, then the cadence), so the check is: most gaps
+    # keep at least 40 % of the cadence and the chunks span at least half the upstream's span, best of three
+    # requests. A buffering proxy delivers all 8 chunks in one burst and fails all three.
+    cadence = CADENCE_MS / 1000.0
     results = []
     for _attempt in range(3):
         result = llm_load.stream_once(proxy["url"], proxy["master"], "reasoning")
         assert result["error"] is None and result["upstream"] == "b-reasoning"
         results.append(result)
-        if result["chunks"] == 8 and sorted(result["gaps"])[3] > 0.005 and sum(result["gaps"]) > 0.04:
+        spaced = [gap for gap in result["gaps"] if gap >= 0.4 * cadence]
+        if result["chunks"] == 8 and len(spaced) >= 4 and sum(result["gaps"]) >= 0.5 * 7 * cadence:
             return
     raise AssertionError("no request kept the cadence: %s" % [r["gaps"] for r in results])
 
