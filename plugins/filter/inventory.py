@@ -13,7 +13,10 @@ short_description: The GPU VMs the inventory places on a PVE host
 version_added: 0.1.0
 description:
   - From C(hostvars), the hosts of group C(gpu_vms) whose C(gpu_vm_node) is the given PVE host, as
-    C({name, gpus, numa_node}) (C(gpus) from C(gpu_vm_gpus), C(numa_node) from C(gpu_vm_numa_node)).
+    C({name, gpus, numa_node, allow_shared_group}) (C(gpus) from C(gpu_vm_gpus), C(numa_node) from
+    C(gpu_vm_numa_node)).
+  - The roles read the same list from the topology the validate step computes (C(llmstack_topology.vm_plans));
+    this filter is for playbooks of your own.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 options:
@@ -45,11 +48,12 @@ _value:
   elements: dict
 """
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
 
 
 def gpu_vm_plans(hostvars, vms, node):
-    return inventory_model.vm_plans_for_node(hostvars, vms, node)
+    # topology.node_plans is the one implementation (the topology publishes it as vm_plans).
+    return topology.node_plans({"pve_hosts": [node], "gpu_vms": list(vms or [])}, hostvars).get(node, [])
 
 
 class FilterModule(object):

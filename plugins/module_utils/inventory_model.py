@@ -41,10 +41,12 @@ HOST_VARIABLES = (
     "llmstack_interfaces",
     "llmstack_pve_cluster",
     "llmstack_loopback_shared",
+    "llmstack_sysfs_root",
     "gpu_vm_node",
     "gpu_vm_vmid",
     "gpu_vm_gpus",
     "gpu_vm_allow_shared_group",
+    "gpu_vm_numa_node",
     "gpu_vm_api_token_id",
     "vllm_models",
     "litellm_fallbacks",
@@ -728,19 +730,3 @@ def truthy(value):
 def gpus_of_plans(plans):
     """All GPUs (gpu_vm_gpus entries) of these VM plans, in order: the default passthrough set of a host."""
     return [gpu for plan in plans or [] for gpu in plan.get("gpus") or []]
-
-
-def vm_plans_for_node(hosts, vms, node):
-    """The GPU VMs the inventory places on PVE host ``node``: [{name, gpus, numa_node}].
-
-    ``hosts`` maps a host name to its variables (hostvars); ``vms`` lists the gpu_vms group.
-    """
-    plans = []
-    for vm in vms or []:
-        data = hosts[vm]
-        if data.get("gpu_vm_node") != node:
-            continue
-        plans.append({"name": vm, "gpus": list(data.get("gpu_vm_gpus") or []),
-                      "numa_node": data.get("gpu_vm_numa_node"),
-                      "allow_shared_group": truthy(data.get("gpu_vm_allow_shared_group", False))})
-    return plans

@@ -31,7 +31,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, value_checks
 
 _SLOT = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?P<dev>[0-1][0-9a-fA-F])"
                    r"(?:\.(?P<fn>[0-7]))?$")
@@ -414,15 +414,18 @@ def endpoint_problems(found, hosts, vlans=None, loopback_shared=False):
 
 # ---------------------------------------------------------------------------------------------- the whole
 def node_plans(groups, hosts):
-    """{pve host: [{name, gpus}]} in inventory order, from gpu_vm_node/gpu_vm_gpus of the gpu_vms."""
+    """{pve host: [{name, gpus, numa_node, allow_shared_group}]}: the GPU VMs the inventory places on each PVE host,
+    in inventory order, from gpu_vm_node, gpu_vm_gpus, gpu_vm_numa_node and gpu_vm_allow_shared_group of the
+    gpu_vms. Published in the topology as ``vm_plans``: vfio, host_preflight and gpu_vm read it there."""
     plans = dict((node, []) for node in _members(groups, "pve_hosts"))
     for vm in _members(groups, "gpu_vms"):
         data = hosts.get(vm) or {}
         node = data.get("gpu_vm_node")
         if node in plans:
             plans[node].append({"name": vm, "gpus": list(data.get("gpu_vm_gpus") or []),
-                                "allow_shared_group": str(data.get("gpu_vm_allow_shared_group")).lower()
-                                in ("1", "true", "yes", "on")})
+                                "numa_node": data.get("gpu_vm_numa_node"),
+                                "allow_shared_group": inventory_model.truthy(
+                                    data.get("gpu_vm_allow_shared_group", False))})
     return plans
 
 
@@ -458,6 +461,8 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
                     if "%s_dir" % role in (settings.get(host) or {}))
         if dirs:
             topo_hosts[host]["dirs"] = dirs
+        if host in _members(groups, "pve_hosts"):
+            topo_hosts[host]["sysfs_root"] = data.get("llmstack_sysfs_root") or "/"
     gpus, problems = placement(node_plans(groups, hosts), pci_by_node or {})
     found, endpoint_errors = endpoints(groups, hosts, settings, vlans)
     problems.extend(endpoint_errors)
@@ -472,7 +477,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
                                           "numa_node": g.get("numa_node"), "isolated": g.get("isolated")})
                              for g in (pci or {}).get("gpus") or [])
     topology = {"hosts": topo_hosts, "gpus": gpus, "gpu_devices": devices, "endpoints": found,
-                "pve_api": dict(pve_api or {})}
+                "vm_plans": node_plans(groups, hosts), "pve_api": dict(pve_api or {})}
     return topology, problems
 
 

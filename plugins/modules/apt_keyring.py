@@ -19,6 +19,8 @@ description:
   - A key whose fingerprint is not expected (rotated upstream, or substituted on the way) is not written; the
     module fails and names the fingerprint it found.
   - Writes only when the keyring's bytes change. Check mode downloads and checks but writes nothing.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   url:
     description: Where the key is (C(https://), C(http://) or C(file:///)).
@@ -39,14 +41,10 @@ options:
     default: 30
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -24,6 +24,8 @@ description:
     1 when it is broken, 2 when the file cannot be read).
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   path:
     description: The audit log file.
@@ -35,14 +37,10 @@ options:
     type: str
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 seealso:
   - plugin: pvegpu.llmstack.audit_log

@@ -20,6 +20,8 @@ description:
     formatted differently is not rewritten). A file that is not a JSON object is never overwritten; the module
     fails and says so.
   - With O(validate), the new file is checked first (for example C(dockerd --validate --config-file %s)).
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   path:
     description: The daemon configuration file.
@@ -39,14 +41,10 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

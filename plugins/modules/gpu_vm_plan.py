@@ -25,6 +25,8 @@ description:
     longer asks for. Reads nothing and changes nothing; runs on the controller.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   vm:
     description:
@@ -34,8 +36,8 @@ options:
     required: true
   node_vms:
     description:
-      - Every VM placed on the same host, in inventory order, as C({name, gpus}) (the C(pvegpu.llmstack.gpu_vm_plans)
-        filter).
+      - Every VM placed on the same host, in inventory order, as C({name, gpus}) (the topology's C(vm_plans) of
+        the host, or the C(pvegpu.llmstack.gpu_vm_plans) filter).
     type: list
     elements: dict
     default: []
@@ -55,14 +57,10 @@ options:
     default: {}
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 """
 
@@ -75,7 +73,7 @@ EXAMPLES = r"""
       pve_node: "{{ gpu_vm_pve_node }}"
       gpus: "{{ gpu_vm_gpus }}"
       interfaces: "{{ llmstack_interfaces }}"
-    node_vms: "{{ hostvars | pvegpu.llmstack.gpu_vm_plans(groups['gpu_vms'], gpu_vm_node) }}"
+    node_vms: "{{ llmstack_topology.vm_plans[gpu_vm_node] }}"
     pci: "{{ node_pci.ansible_facts.llmstack_pci }}"
     vlans: "{{ llmstack_vlans }}"
     settings: {cores: 32, memory_mib: 131072, numa_pin: true}

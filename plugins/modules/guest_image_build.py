@@ -24,6 +24,8 @@ description:
   - The file systems' UUIDs are derived from the inputs, so the same inputs give the same fstab.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   settings:
     description:
@@ -55,14 +57,10 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: debian
 requirements:
   - debootstrap, e2fsprogs (mkfs.ext4 -d), dosfstools, mtools, fdisk (sfdisk), qemu-utils for qcow2; root.

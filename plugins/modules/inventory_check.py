@@ -17,6 +17,8 @@ description:
   - Reports every problem in one run, each naming the host(s) and the variable, and fails when there is
     any, so that a playbook stops before it touches a host.
   - This is an action plugin; it runs on the controller and never connects to a host.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   group_vlans:
     description:
@@ -30,14 +32,10 @@ options:
     default: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 requirements:
   - netaddr (on the controller)

@@ -20,6 +20,8 @@ description:
     by key (C(pcie_acs_override)) or exactly (C(video=efifb:off)).
   - Does not run C(update-grub) or C(proxmox-boot-tool refresh); notify a handler on change.
   - Refuses a GRUB assignment it cannot edit safely (unquoted, referring to other variables).
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   bootloader:
     description: Which boot loader's file to edit.
@@ -54,14 +56,10 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

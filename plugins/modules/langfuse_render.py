@@ -21,6 +21,8 @@ description:
   - Bad input fails with one message per problem, each naming the role variable. Changes nothing.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   settings:
     description:
@@ -31,14 +33,10 @@ options:
     required: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 """
 

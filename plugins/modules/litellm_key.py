@@ -22,6 +22,8 @@ description:
     so a key whose file was lost cannot be read again; O(replace_lost_key) deletes and regenerates it.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   api_url:
     description: The proxy's base URL.
@@ -83,14 +85,10 @@ options:
     default: 30
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 """
 

@@ -19,6 +19,8 @@ description:
   - Check mode runs nothing and predicts a change when the runtime is missing (also when C(nvidia-ctk) is not
     installed yet).
   - Restarting Docker is left to the caller (a handler), so it happens once.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   path:
     description: Docker's daemon configuration file.
@@ -34,14 +36,10 @@ options:
     default: nvidia-ctk
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -20,6 +20,9 @@ description:
     C(installed_version), C(nouveau_loaded), C(reboot_required) and C(reasons). A reboot is required only when the
     kernel module changed (installed differs from loaded, installed but not loaded) or nouveau holds the GPU.
   - Reads only.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.facts
 options:
   sysfs_root:
     description: Where C(/sys) is (a recorded tree in tests).
@@ -31,17 +34,10 @@ options:
     default: modinfo
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

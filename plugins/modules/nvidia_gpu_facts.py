@@ -21,6 +21,9 @@ description:
   - Reads only; fails with the command's error when C(nvidia-smi) is missing or cannot talk to the driver.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.facts
 options:
   nvidia_smi:
     description: The nvidia-smi command (a name looked up in C(PATH), or a path).
@@ -42,17 +45,10 @@ options:
     type: str
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 """
 

@@ -21,6 +21,9 @@ description:
   - A GPU is isolated when every device of its IOMMU groups, PCI bridges (0x0604) aside, is one of its
     own functions.
   - Needs no privileges; C(driver) and C(iommu_group) are read as link names, so a copied tree works.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.facts
 options:
   sysfs_root:
     description: Directory holding the C(sys/) tree to read; C(/) on a real host, a recorded tree in tests.
@@ -33,17 +36,10 @@ options:
     default: []
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -20,6 +20,9 @@ description:
     gpu_isolation, gpu_link, gpu_numa, host_driver_bound, vfio_virqfd (and gpu_present when
     O(passthrough_gpus) names GPUs the host does not have).'
   - Changes nothing. Used by the C(host_preflight) role, which writes the report and decides whether to stop.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.facts
 options:
   sysfs_root:
     description: Directory holding the C(sys/) tree to read.
@@ -57,17 +60,10 @@ options:
     default: []
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
-  facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
-    support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -37,6 +37,8 @@ description:
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.pve_group
   - pvegpu.llmstack.pve
 options:
   node:
@@ -102,20 +104,11 @@ options:
     default: 1800
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
-  action_group:
-    description: Use C(group/pvegpu.llmstack.pve) in C(module_defaults) to set the connection options once.
-    support: full
-    membership:
-      - pvegpu.llmstack.pve
 """
 
 EXAMPLES = r"""

@@ -18,6 +18,8 @@ description:
   - Fails when a command is missing or fails, or prints rows it cannot read, so that a caller deciding whether
     to reboot never takes an unreadable list for an empty one.
   - Reads only. The C(vfio) role calls it before it reboots a host.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   qm:
     description: The C(qm) command.
@@ -29,14 +31,10 @@ options:
     default: pct
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -23,6 +23,8 @@ description:
     C(Mapping.Modify) to create the mapping.
   - Build the entries from M(pvegpu.llmstack.pci_iommu_facts) with the C(entries_from_gpus) option.
 extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.pve_group
   - pvegpu.llmstack.pve
 options:
   name:
@@ -53,20 +55,11 @@ options:
     default: present
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
-  action_group:
-    description: Use C(group/pvegpu.llmstack.pve) in C(module_defaults) to set the connection options once.
-    support: full
-    membership:
-      - pvegpu.llmstack.pve
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

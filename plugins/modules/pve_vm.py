@@ -28,6 +28,8 @@ description:
   - Power changes shut the VM down through ACPI or the guest agent, never a hard stop unless O(force_stop_after) is
     set, because NVIDIA GPUs often fail to reset after a hard stop (seed 000).
 extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.pve_group
   - pvegpu.llmstack.pve
 options:
   node:
@@ -76,21 +78,12 @@ options:
     default: 600
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: In check mode O(state=present) reads only; C(reboot_required) is then a prediction.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
-  action_group:
-    description: Use C(group/pvegpu.llmstack.pve) in C(module_defaults) to set the connection options once.
-    support: full
-    membership:
-      - pvegpu.llmstack.pve
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -27,6 +27,8 @@ description:
     missing, as the roles of this collection do.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   dir:
     description: The directory of the secret files (a role's C(<role>_dir/secrets)).
@@ -70,16 +72,11 @@ options:
     default: true
 attributes:
   check_mode:
-    description:
-      - Can run in check_mode and return changed status prediction without modifying target.
-      - A secret that would be generated is generated and returned but never stored; a real run generates another.
     support: full
+    details: A secret that would be generated is generated and returned but never stored; a real run generates another.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 notes:
   - Run it with the privileges that own O(dir) (C(become)); files are created with the task's user as owner.

@@ -21,6 +21,8 @@ description:
   - The logic that builds the test config is in plugins/module_utils/tls_proxy.py (C(nginx_test_config)).
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   content:
     description: The site's text.
@@ -44,14 +46,10 @@ options:
     default: "0644"
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 """
 

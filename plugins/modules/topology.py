@@ -22,6 +22,8 @@ description:
     the consumer has no address on and no route to).
   - This is an action plugin; it runs on the controller and never connects to a host. Run it with
     C(run_once) so that every host of the play gets the same fact.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   fail_on_problems:
     description: Fail when the topology has problems. With C(false) they are only returned.
@@ -29,14 +31,10 @@ options:
     default: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -19,6 +19,8 @@ description:
     blacklist - the boot loader in use, whether a reboot is needed and why, and (O(verify)) what is still
     wrong with the binding.
   - Changes nothing.
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   enabled:
     description: Whether the GPUs should be bound to vfio-pci (false, the role is reverting).
@@ -48,7 +50,7 @@ options:
     type: list
     elements: raw
   vm_plans:
-    description: The GPU VMs placed on this host, C({name, gpus, numa_node}) (filter C(pvegpu.llmstack.gpu_vm_plans)).
+    description: The GPU VMs placed on this host, C({name, gpus, numa_node}) (the topology's C(vm_plans) of the host).
     type: list
     elements: dict
     default: []
@@ -106,14 +108,10 @@ options:
     default: false
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)

@@ -29,6 +29,8 @@ description:
     the C(config_json) files of O(models)."
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   gpus:
     description: The GPUs, C({index, name, memory_mib, compute_capability}) (M(pvegpu.llmstack.nvidia_gpu_facts)).
@@ -55,14 +57,10 @@ options:
     required: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 """
 

@@ -21,6 +21,8 @@ description:
   - Changes nothing; the vllm role writes what it returns with its templates.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
+extends_documentation_fragment:
+  - pvegpu.llmstack.attributes
 options:
   services:
     description: The C(services) of M(pvegpu.llmstack.vllm_plan), each with a C(port).
@@ -40,14 +42,10 @@ options:
     required: true
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
-    support: full
     platforms: all
 """
 

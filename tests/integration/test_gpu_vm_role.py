@@ -103,3 +103,27 @@ def test_more_gpus_than_the_host_has_free_is_refused_before_any_change(labpve, t
     assert rc != 0
     assert "gpu_vm_gpus[0]: 9 GPU(s) 10de:1db5 asked for, 8 free on pve-b" in str(report)
     assert state_changing(labpve) == [] and labpve.vms == []
+
+
+def test_state_absent_destroys_only_its_vm_and_mappings_and_refuses_a_vm_of_another_name(labpve, trees, tmp_path):
+    labpve.apitokens[TOKEN_ID] = TOKEN_SECRET
+    path = inventory(tmp_path, labpve, trees)
+    rc, report, err = run(path)
+    assert rc == 0, (report["stats"], err[-2000:])
+    rc, report, err = run(path, "--limit", "gpu-a,pve-a", "-e", "gpu_vm_state=absent")
+    assert rc == 0, (report["stats"], err[-2000:])
+    assert sorted(vm.vmid for vm in labpve.vms) == [121]
+    assert sorted(n for n in labpve.pci_mappings if n.startswith("llmstack-pve-a-")) == []
+    assert sorted(n for n in labpve.pci_mappings if n.startswith("llmstack-pve-b-")) == [
+        "llmstack-pve-b-%s-00" % bus for bus in ("1a", "1b", "3d", "3e")]
+    labpve.requests.clear()
+    rc, report, err = run(path, "--limit", "gpu-a,pve-a", "-e", "gpu_vm_state=absent")
+    assert rc == 0 and {h: s["changed"] for h, s in report["stats"].items() if s["changed"]} == {}
+    assert state_changing(labpve) == []
+    # gpu-b's vmid now holds a VM of another name: not ours to destroy.
+    other = labpve.vm(121)
+    other.name = other.config["name"] = "someone-else"
+    rc, report, err = run(path, "--limit", "gpu-b,pve-b", "-e", "gpu_vm_state=absent")
+    assert rc != 0
+    assert "vmid: 121 is taken by the VM 'someone-else'" in str(report)
+    assert sorted(vm.vmid for vm in labpve.vms) == [121] and "llmstack-pve-b-1a-00" in labpve.pci_mappings

@@ -3,7 +3,8 @@
 import os
 
 import pytest
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci, preflight
+from ansible_collections.pvegpu.llmstack.plugins.filter.inventory import gpu_vm_plans
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, pci, preflight, topology
 
 KERNEL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                       "fixtures", "kernel")
@@ -148,10 +149,14 @@ def test_gpus_of_plans():
     assert inventory_model.gpus_of_plans(None) == []
 
 
-def test_vm_plans_for_node():
+def test_node_plans_place_each_vm_on_its_pve_host_in_inventory_order():
     hosts = {"vm-a": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": ["41:00"]},
-             "vm-b": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["61:00"], "gpu_vm_numa_node": 1}}
-    assert inventory_model.vm_plans_for_node(hosts, ["vm-a", "vm-b"], "pve-b") == [
-        {"name": "vm-b", "gpus": ["61:00"], "numa_node": 1, "allow_shared_group": False}]
+             "vm-b": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["61:00"], "gpu_vm_numa_node": 1},
+             "vm-c": {"gpu_vm_node": "pve-b", "gpu_vm_gpus": ["62:00"]}}
+    groups = {"pve_hosts": ["pve-a", "pve-b"], "gpu_vms": ["vm-c", "vm-a", "vm-b"]}
+    plans = topology.node_plans(groups, hosts)
+    assert [p["name"] for p in plans["pve-b"]] == ["vm-c", "vm-b"]
+    assert plans["pve-b"][1] == {"name": "vm-b", "gpus": ["61:00"], "numa_node": 1, "allow_shared_group": False}
     hosts["vm-b"]["gpu_vm_allow_shared_group"] = "yes"
-    assert inventory_model.vm_plans_for_node(hosts, ["vm-b"], "pve-b")[0]["allow_shared_group"] is True
+    assert topology.node_plans(groups, hosts)["pve-b"][1]["allow_shared_group"] is True
+    assert gpu_vm_plans(hosts, ["vm-a", "vm-b"], "pve-a") == plans["pve-a"]

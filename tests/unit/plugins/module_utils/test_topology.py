@@ -224,3 +224,18 @@ def test_the_placement_the_hosts_and_the_vm_gpus(sysfs_trees):
     assert topology.vm_gpus(topo, "gpu-b") == [{"slot": "0000:81:00", "vendor": None, "device": None}]
     assert topology.vm_gpus(topo, "nope") is None
     assert topo["pve_api"] == {"host": "pve.example.org"}
+
+
+def test_the_topology_publishes_each_pve_hosts_vms_and_sysfs_root_for_vfio_preflight_and_gpu_vm():
+    m = model({"pve_hosts": ["pve-a", "pve-b"], "gpu_vms": ["vm-2", "vm-1"]},
+              **{"pve-a": {"llmstack_sysfs_root": "/srv/sysfs/pve-a"}, "pve-b": {},
+                 "vm-1": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": ["41:00"], "gpu_vm_numa_node": 0},
+                 "vm-2": {"gpu_vm_node": "pve-a", "gpu_vm_gpus": ["42:00"], "gpu_vm_allow_shared_group": "true"}})
+    topo, _problems = topology.build(m, {})
+    assert topo["vm_plans"] == {
+        "pve-a": [{"name": "vm-2", "gpus": ["42:00"], "numa_node": None, "allow_shared_group": True},
+                  {"name": "vm-1", "gpus": ["41:00"], "numa_node": 0, "allow_shared_group": False}],
+        "pve-b": []}
+    assert topo["hosts"]["pve-a"]["sysfs_root"] == "/srv/sysfs/pve-a"
+    assert topo["hosts"]["pve-b"]["sysfs_root"] == "/"
+    assert "sysfs_root" not in topo["hosts"]["vm-1"]
