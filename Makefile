@@ -48,7 +48,11 @@ help:
 	@echo "make ee          write the execution environment's build context (ansible-builder create)"
 
 # ---------------------------------------------------------------- setup
-setup: apt venv venv-litellm link image
+# The Debian packages first; then the two venvs (pip, mostly network) and the images (debootstrap) side by side.
+setup:
+	$(MAKE) --no-print-directory apt
+	$(MAKE) --no-print-directory -j3 venv venv-litellm image
+	$(MAKE) --no-print-directory link
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -85,11 +89,10 @@ image: apt
 
 # ---------------------------------------------------------------- tests
 # Each stage's time is printed (CI's budget is 45 minutes on a fresh 2-core machine, setup included).
-TEST_STAGES := lint sanity units molecule integration
-test:
-	@for stage in $(TEST_STAGES); do start=$$(date +%s); echo "== make test: $$stage"; \
-	  $(MAKE) --no-print-directory $$stage; echo "== make test: $$stage took $$(( $$(date +%s) - start ))s"; done
-	@echo "make test: all stages passed"
+# tools/run-tests.sh runs molecule in the background beside lint, sanity, units and integration (one after the
+# other): molecule mostly waits on podman and apt, the others keep both cores busy.
+test: link image
+	MAKE="$(MAKE)" tools/run-tests.sh
 
 test-quick: lint units
 	$(call PYTEST,tests/integration -m "not slow" -q -n 2 --dist loadfile)

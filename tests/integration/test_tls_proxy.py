@@ -163,6 +163,19 @@ def timing_problems(events):
     return problems
 
 
+def timing_problems_best_of_three(port, context):
+    """[] when one of three streams kept its timing, else every stream's problems. CI runs the integration tests
+    beside molecule on two busy cores, where the scheduler may delay one stream by more than the tolerance; a proxy
+    that buffers the stream fails all three (the buffering control below shows it fails even one)."""
+    found = []
+    for _attempt in range(3):
+        problems = timing_problems(stream(port, context))
+        if not problems:
+            return []
+        found.append(problems)
+    return found
+
+
 NGINX_MAIN = """worker_processes 1;
 pid {d}/nginx.pid;
 error_log {d}/error.log;
@@ -282,8 +295,7 @@ def test_first_run_made_the_pki_with_private_keys_0600(proxy):
 
 
 def test_chunks_reach_the_client_as_the_upstream_sends_them(proxy):
-    events = stream(proxy.port, client_context(proxy.ca()))
-    assert timing_problems(events) == [], events
+    assert timing_problems_best_of_three(proxy.port, client_context(proxy.ca())) == []
 
 
 def test_a_client_trusting_the_internal_ca_connects_by_address_and_by_name(proxy):
@@ -359,8 +371,7 @@ def test_mtls_refuses_clients_without_a_ca_signed_certificate(proxy, upstream, t
                                            timeout=10)
         conn.request("GET", "/health/liveliness")
         assert conn.getresponse().status == 200
-        events = stream(proxy.port, client_context(proxy.ca(), *proxy.client()))
-        assert timing_problems(events) == [], events
+        assert timing_problems_best_of_three(proxy.port, client_context(proxy.ca(), *proxy.client())) == []
     finally:
         proxy.apply(tls_proxy_mtls=False)
         proxy.start()
@@ -455,7 +466,7 @@ def test_a_buffering_nginx_fails_the_same_timing_check(nginx_proxy, tmp_path):
     assert any(p.startswith("first chunk") for p in problems), problems
     # And the role's own site, on the same port with the same client, passes.
     nginx_proxy.start()
-    assert timing_problems(stream(nginx_proxy.port, client_context(nginx_proxy.ca()))) == []
+    assert timing_problems_best_of_three(nginx_proxy.port, client_context(nginx_proxy.ca())) == []
 
 
 def test_a_site_nginx_rejects_is_put_back_and_the_run_fails(nginx_proxy):
