@@ -25,31 +25,11 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
 MAX_NETS = 32
 HUGEPAGE_MODES = ("auto", "none", "2", "1024", "any")
 HOSTPCI_MODES = ("mapping", "raw")
-DEFAULTS = {
-    "machine": "q35",
-    "cores": 16,
-    "sockets": 1,
-    "memory_mib": 65536,
-    "storage": "local-lvm",
-    "disk_gib": 64,
-    "disk_options": "discard=on,iothread=1,ssd=1",
-    "scsihw": "virtio-scsi-single",
-    "efidisk": True,
-    "onboot": True,
-    "agent": True,
-    "ostype": "l26",
-    "hostpci_mode": "mapping",
-    "mapping_prefix": "llmstack",
-    "primary_vga": True,
-    "rombar": None,
-    "allow_shared_group": False,
-    "numa_pin": False,
-    "numa_node": None,
-    "hugepages": "auto",
-    "nic_model": "virtio",
-    "nic_firewall": False,
-    "extra_config": {},
-}
+# The settings plan() reads: the gpu_vm role's variables without their prefix. Their defaults are stated once, in
+# roles/gpu_vm/defaults/main.yml (and its argument spec); the role passes every one, so none is defaulted here.
+SETTINGS = ("machine", "cores", "sockets", "memory_mib", "storage", "disk_gib", "disk_options", "scsihw", "efidisk",
+            "onboot", "agent", "ostype", "hostpci_mode", "mapping_prefix", "primary_vga", "rombar",
+            "allow_shared_group", "numa_pin", "numa_node", "hugepages", "nic_model", "nic_firewall", "extra_config")
 
 
 class GpuVmError(ValueError):
@@ -163,11 +143,15 @@ def _nets(interfaces, vlans, settings, problems):
 
 def check_settings(settings):
     problems = []
-    unknown = sorted(set(settings) - set(DEFAULTS))
+    unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         problems.append("settings: unknown %s" % ", ".join(unknown))
-    merged = dict(DEFAULTS)
-    merged.update(dict((k, v) for k, v in settings.items() if k in DEFAULTS))
+    missing = [k for k in SETTINGS if k not in settings]
+    if missing:
+        # Defaults live in the role's defaults/main.yml only; a caller of the module passes every setting.
+        raise GpuVmError(["settings: missing %s (pass every gpu_vm_ setting without the prefix; the gpu_vm role's "
+                          "defaults/main.yml has their defaults)" % ", ".join(missing)] + problems)
+    merged = dict((k, settings[k]) for k in SETTINGS)
     for key in ("cores", "sockets", "memory_mib", "disk_gib"):
         try:
             merged[key] = int(merged[key])

@@ -54,31 +54,12 @@ SERIAL_RE = re.compile(r"^ttyS[0-9],[0-9]{4,6}$")
 MIN_DISK_GIB = 2
 FORMATS = ("raw", "qcow2")
 
-DEFAULTS = {
-    "suite": "trixie",
-    "mirror": "",
-    "security_mirror": "",
-    "components": list(COMPONENTS),
-    "updates": True,
-    "security": True,
-    "backports": True,
-    "extra_packages": [],
-    "cloud_init": False,
-    "disk_gib": 8,
-    "esp_mib": 256,
-    "boot_mib": 0,
-    "hostname": "",
-    "domain": "",
-    "interfaces": [],
-    "vlans": {},
-    "dns_servers": [],
-    "locale": "en_US.UTF-8",
-    "timezone": "Etc/UTC",
-    "authorized_keys": [],
-    "serial_console": "ttyS0,115200",
-    "kernel_cmdline": "",
-    "formats": ["raw"],
-}
+# The settings check_settings() and plan() read: the guest_image role's variables without their prefix, plus the
+# VM's interfaces and the VLANs (llmstack_interfaces, llmstack_vlans). Their defaults are stated once, in
+# roles/guest_image/defaults/main.yml; the role passes every one, so none is defaulted here.
+SETTINGS = ("suite", "mirror", "security_mirror", "components", "updates", "security", "backports", "extra_packages",
+            "cloud_init", "disk_gib", "esp_mib", "boot_mib", "hostname", "domain", "interfaces", "vlans",
+            "dns_servers", "locale", "timezone", "authorized_keys", "serial_console", "kernel_cmdline", "formats")
 
 
 def _problem(problems, name, message):
@@ -141,11 +122,15 @@ def _interfaces(value, vlans, problems):
 def check_settings(settings):
     """(merged settings, problems): every problem at once, each naming the role variable."""
     problems = []
-    unknown = sorted(set(settings) - set(DEFAULTS))
+    unknown = sorted(set(settings) - set(SETTINGS))
     if unknown:
         problems.append("guest_image: unknown settings %s" % ", ".join(unknown))
-    merged = dict(DEFAULTS)
-    merged.update(dict((k, v) for k, v in settings.items() if k in DEFAULTS))
+    missing = [k for k in SETTINGS if k not in settings]
+    if missing:
+        # Defaults live in the role's defaults/main.yml only; a caller of the module passes every setting.
+        return dict(settings), problems + ["guest_image: settings missing %s (pass every one; the guest_image role's "
+                                           "defaults/main.yml has their defaults)" % ", ".join(missing)]
+    merged = dict((k, settings[k]) for k in SETTINGS)
     if merged["suite"] not in SUITES:
         _problem(problems, "suite", "%r is not supported (%s)" % (merged["suite"], ", ".join(SUITES)))
     if not merged["mirror"]:

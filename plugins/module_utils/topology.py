@@ -499,6 +499,19 @@ def vm_gpus(topology, vm):
     return None
 
 
+def first_endpoint(topology, role, service, host):
+    """The endpoint ``role``/``service`` on ``host``, or {} when the topology has none."""
+    found = endpoint(topology, role, service, host)
+    return dict(found[0]) if found else {}
+
+
+def vms_not_running(topology, hosts):
+    """Of ``hosts``, those whose power state the validate step read from the PVE API and found not running
+    (absent or stopped), in the order given; hosts with no known state are left out."""
+    known = (topology or {}).get("hosts") or {}
+    return [h for h in hosts or [] if (known.get(h) or {}).get("vm_status") not in (None, "running")]
+
+
 def endpoint_sources(topology, role, service, host):
     """The source addresses of the endpoint ``role``/``service`` on ``host`` ([] when it has none or is unknown)."""
     found = endpoint(topology, role, service, host)

@@ -51,10 +51,15 @@ options:
     default: {}
   settings:
     description:
-      - The gpu_vm role's settings without the C(gpu_vm_) prefix (C(cores), C(memory_mib), C(storage),
-        C(hostpci_mode), C(numa_pin), C(hugepages), ...); see the role's documentation for each.
+      - Every one of the gpu_vm role's settings without the C(gpu_vm_) prefix (C(machine), C(cores), C(sockets),
+        C(memory_mib), C(storage), C(disk_gib), C(disk_options), C(scsihw), C(efidisk), C(onboot), C(agent),
+        C(ostype), C(hostpci_mode), C(mapping_prefix), C(primary_vga), C(rombar), C(allow_shared_group),
+        C(numa_pin), C(numa_node), C(hugepages), C(nic_model), C(nic_firewall), C(extra_config)); see the role's
+        documentation for each.
+      - Their defaults are stated once, in the role's C(defaults/main.yml); the module has none and names the
+        missing ones.
     type: dict
-    default: {}
+    required: true
 attributes:
   check_mode:
     support: full
@@ -76,7 +81,30 @@ EXAMPLES = r"""
     node_vms: "{{ llmstack_topology.vm_plans[gpu_vm_node] }}"
     pci: "{{ node_pci.ansible_facts.llmstack_pci }}"
     vlans: "{{ llmstack_vlans }}"
-    settings: {cores: 32, memory_mib: 131072, numa_pin: true}
+    settings:
+      machine: q35
+      cores: 32
+      sockets: 1
+      memory_mib: 131072
+      storage: local-lvm
+      disk_gib: 64
+      disk_options: discard=on,iothread=1,ssd=1
+      scsihw: virtio-scsi-single
+      efidisk: true
+      onboot: true
+      agent: true
+      ostype: l26
+      hostpci_mode: mapping
+      mapping_prefix: llmstack
+      primary_vga: true
+      rombar:
+      allow_shared_group: false
+      numa_pin: true
+      numa_node:
+      hugepages: auto
+      nic_model: virtio
+      nic_firewall: false
+      extra_config: {}
   delegate_to: localhost
   register: gpu_vm_plan
 """
@@ -120,7 +148,7 @@ def main():
             node_vms=dict(type="list", elements="dict", default=[]),
             pci=dict(type="dict", required=True),
             vlans=dict(type="dict", default={}),
-            settings=dict(type="dict", default={}),
+            settings=dict(type="dict", required=True),
         ),
         supports_check_mode=True,
     )

@@ -32,8 +32,10 @@ options:
       - "The role's variables without the C(guest_image_) prefix: C(suite), C(mirror), C(security_mirror),
         C(components), C(updates), C(security), C(backports), C(extra_packages), C(cloud_init), C(disk_gib),
         C(esp_mib), C(boot_mib), C(hostname), C(domain), C(interfaces) (address, prefix, gateway, mac or name),
-        C(dns_servers), C(locale), C(timezone), C(authorized_keys), C(serial_console), C(kernel_cmdline),
-        C(formats)."
+        C(vlans) (C(llmstack_vlans)), C(dns_servers), C(locale), C(timezone), C(authorized_keys),
+        C(serial_console), C(kernel_cmdline), C(formats)."
+      - Every one is needed. Their defaults are stated once, in the role's C(defaults/main.yml); the module has none
+        and names the missing ones.
     type: dict
     required: true
   path:
@@ -70,11 +72,31 @@ EXAMPLES = r"""
 - name: Build the guest image
   pvegpu.llmstack.guest_image_build:
     settings:
+      suite: trixie
       mirror: http://deb.debian.org/debian
+      security_mirror: ""
+      components: [main, contrib, non-free, non-free-firmware]
+      updates: true
+      security: true
+      backports: true
+      extra_packages: []
+      cloud_init: false
+      disk_gib: 64
+      esp_mib: 256
+      boot_mib: 0
       hostname: gpu-vm-a
+      domain: ""
       interfaces:
-        - {vlan: inference, address: 192.168.20.20, prefix: 24, gateway: 192.168.20.1, mac: "bc:24:11:00:00:20"}
+        - {vlan: inference, address: 192.168.20.20, mac: "bc:24:11:00:00:20"}
+      vlans:
+        inference: {id: 20, cidr: 192.168.20.0/24, gateway: 192.168.20.1}
+      dns_servers: []
+      locale: en_US.UTF-8
+      timezone: Etc/UTC
       authorized_keys: ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI... ops@example"]
+      serial_console: ttyS0,115200
+      kernel_cmdline: ""
+      formats: [raw]
     path: /var/lib/llmstack/images/gpu-vm-a.raw
     work_dir: /var/tmp/llmstack-image-gpu-vm-a
 """

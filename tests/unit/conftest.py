@@ -24,3 +24,13 @@ def sysfs_trees(tmp_path_factory):
     base = tmp_path_factory.mktemp("sysfs")
     return dict((name, sysfs_fixture.build_fixture(os.path.join(sysfs_fixture.FIXTURES, name), str(base / name)))
                 for name in sysfs_fixture.fixtures())
+
+
+def role_settings(role, names):
+    """{name: default} of ``<role>_<name>`` from roles/<role>/defaults/main.yml, the one place a role's defaults
+    are stated: what the role passes to its module when the inventory sets nothing."""
+    import yaml
+
+    with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    return dict((name, defaults["%s_%s" % (role, name)]) for name in names)

@@ -5,10 +5,18 @@ not from the code."""
 
 import pytest
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm, pci
+from conftest import role_settings
 
 VLANS = {"mgmt": {"id": 10, "cidr": "192.168.10.0/24", "bridge": "vmbr0"},
          "inference": {"id": 20, "cidr": "192.168.20.0/24", "bridge": "vmbr1"}}
 SEED_A = ["0000:41:00", "0000:61:00", "0000:81:00", "0000:a1:00"]
+# The role's defaults, read from its defaults/main.yml (the one place they are stated), as the role passes them.
+ROLE_SETTINGS = role_settings("gpu_vm", gpu_vm.SETTINGS)
+
+
+def plan(vm_, node_vms, facts_, vlans, changes):
+    """gpu_vm.plan with the role's defaults overlaid by ``changes`` (what the role passes after the inventory's)."""
+    return gpu_vm.plan(vm_, node_vms, facts_, vlans, dict(ROLE_SETTINGS, **changes))
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +30,7 @@ def vm(name="gpu-a", gpus=None, node="pve-a", interfaces=None):
 
 
 def test_platform_a_vm_follows_the_seed(facts):
-    result = gpu_vm.plan(vm(), [], facts["platform-a"], VLANS, {"hostpci_mode": "raw", "memory_mib": 131072})
+    result = plan(vm(), [], facts["platform-a"], VLANS, {"hostpci_mode": "raw", "memory_mib": 131072})
     config = result["config"]
     assert (config["machine"], config["bios"], config["cpu"], config["balloon"], config["numa"]) == \
         ("q35", "ovmf", "host", 0, 1)
@@ -36,7 +44,7 @@ def test_platform_a_vm_follows_the_seed(facts):
 
 
 def test_mappings_replace_addresses_and_are_named_per_node_and_slot(facts):
-    result = gpu_vm.plan(vm(gpus=["41:00", "0000:61:00"]), [], facts["platform-a"], VLANS, {})
+    result = plan(vm(gpus=["41:00", "0000:61:00"]), [], facts["platform-a"], VLANS, {})
     assert result["config"]["hostpci0"] == "mapping=llmstack-pve-a-41-00,pcie=1,x-vga=1"
     assert result["config"]["hostpci1"] == "mapping=llmstack-pve-a-61-00,pcie=1"
     assert [(m["name"], m["node"], m["gpu"]["slot"]) for m in result["mappings"]] == [
@@ -46,7 +54,7 @@ def test_mappings_replace_addresses_and_are_named_per_node_and_slot(facts):
 def test_v100_gets_no_x_vga_and_type_counts_take_free_gpus_in_order(facts):
     node_vms = [{"name": "first", "gpus": ["0000:1a:00"]},
                 {"name": "second", "gpus": [{"vendor_device": "10de:1db5", "count": 3}]}]
-    result = gpu_vm.plan(vm("second", gpus=node_vms[1]["gpus"], node="pve-b"), node_vms, facts["platform-b"], VLANS,
+    result = plan(vm("second", gpus=node_vms[1]["gpus"], node="pve-b"), node_vms, facts["platform-b"], VLANS,
                          {"hostpci_mode": "raw"})
     assert result["slots"] == ["0000:1b:00", "0000:3d:00", "0000:3e:00"]
     assert result["config"]["hostpci0"] == "0000:1b:00,pcie=1"
@@ -55,37 +63,37 @@ def test_v100_gets_no_x_vga_and_type_counts_take_free_gpus_in_order(facts):
 def test_a_gpu_given_to_two_vms_is_refused(facts):
     node_vms = [{"name": "first", "gpus": ["0000:41:00"]}, {"name": "gpu-a", "gpus": ["0000:41:00", "0000:61:00"]}]
     with pytest.raises(gpu_vm.GpuVmError, match="GPU 0000:41:00 on pve-a is given to both first and gpu-a"):
-        gpu_vm.plan(vm(gpus=["0000:41:00", "0000:61:00"]), node_vms, facts["platform-a"], VLANS, {})
+        plan(vm(gpus=["0000:41:00", "0000:61:00"]), node_vms, facts["platform-a"], VLANS, {})
 
 
 def test_more_gpus_of_a_type_than_are_free_is_refused(facts):
     node_vms = [{"name": "first", "gpus": [{"vendor_device": "10de:1db5", "count": 6}]},
                 {"name": "second", "gpus": [{"vendor_device": "10de:1db5", "count": 3}]}]
     with pytest.raises(gpu_vm.GpuVmError, match=r"3 GPU\(s\) 10de:1db5 asked for, 2 free on pve-b \(8 there"):
-        gpu_vm.plan(vm("second", gpus=node_vms[1]["gpus"], node="pve-b"), node_vms, facts["platform-b"], VLANS, {})
+        plan(vm("second", gpus=node_vms[1]["gpus"], node="pve-b"), node_vms, facts["platform-b"], VLANS, {})
 
 
 def test_a_gpu_that_is_not_on_the_host_is_refused(facts):
     with pytest.raises(gpu_vm.GpuVmError, match="gpu_vm_gpus\\[0\\]: 0000:c1:00 is not a GPU on pve-a"):
-        gpu_vm.plan(vm(gpus=["0000:c1:00"]), [], facts["platform-a"], VLANS, {})
+        plan(vm(gpus=["0000:c1:00"]), [], facts["platform-a"], VLANS, {})
 
 
 def test_a_gpu_in_a_shared_group_is_refused_unless_allowed(facts):
     shared = facts["server-switch-shared"]
     with pytest.raises(gpu_vm.GpuVmError, match="GPU 0000:83:00 shares IOMMU group"):
-        gpu_vm.plan(vm(gpus=["0000:83:00"]), [], shared, VLANS, {})
-    result = gpu_vm.plan(vm(gpus=["0000:83:00"]), [], shared, VLANS, {"allow_shared_group": True})
+        plan(vm(gpus=["0000:83:00"]), [], shared, VLANS, {})
+    result = plan(vm(gpus=["0000:83:00"]), [], shared, VLANS, {"allow_shared_group": True})
     assert [m["slot"] for m in result["mappings"]] == ["0000:83:00", "0000:84:00"]
 
 
 def test_iommu_off_is_refused(facts):
     with pytest.raises(gpu_vm.GpuVmError, match="no IOMMU groups"):
-        gpu_vm.plan(vm(gpus=["0000:41:00"]), [], facts["iommu-off"], VLANS, {})
+        plan(vm(gpus=["0000:41:00"]), [], facts["iommu-off"], VLANS, {})
 
 
 def test_numa_pinning_uses_the_gpus_node_cpus_and_binds_memory(facts):
     # Platform B (devices.yml): 88:00 and 89:00 on node 1, whose CPUs are 20-39,60-79.
-    result = gpu_vm.plan(vm(gpus=["0000:88:00", "0000:89:00"], node="pve-b"), [], facts["platform-b"], VLANS,
+    result = plan(vm(gpus=["0000:88:00", "0000:89:00"], node="pve-b"), [], facts["platform-b"], VLANS,
                          {"numa_pin": True, "cores": 8, "memory_mib": 65536})
     assert result["config"]["affinity"] == "20-39,60-79"
     assert result["config"]["numa0"] == "cpus=0-7,hostnodes=1,memory=65536,policy=bind"
@@ -93,11 +101,11 @@ def test_numa_pinning_uses_the_gpus_node_cpus_and_binds_memory(facts):
 
 
 def test_gpus_on_two_numa_nodes_are_not_pinned_and_a_mismatch_warns(facts):
-    result = gpu_vm.plan(vm(gpus=["0000:3e:00", "0000:88:00"], node="pve-b"), [], facts["platform-b"], VLANS,
+    result = plan(vm(gpus=["0000:3e:00", "0000:88:00"], node="pve-b"), [], facts["platform-b"], VLANS,
                          {"numa_pin": True})
     assert result["config"]["affinity"] is None and result["config"]["numa0"] is None
     assert "sit on NUMA nodes 0, 1: not pinning" in result["warnings"][0]
-    result = gpu_vm.plan(vm(gpus=["0000:88:00"], node="pve-b"), [], facts["platform-b"], VLANS, {"numa_node": 0})
+    result = plan(vm(gpus=["0000:88:00"], node="pve-b"), [], facts["platform-b"], VLANS, {"numa_node": 0})
     assert "gpu_vm_numa_node: 0, but the VM's GPUs sit on NUMA node(s) 1" in result["warnings"][0]
     assert result["config"]["affinity"] is None
 
@@ -110,7 +118,7 @@ def test_gpus_on_two_numa_nodes_are_not_pinned_and_a_mismatch_warns(facts):
     ("platform-a", 32768, "1024", "1024", True),     # asked for; no 1 GiB pages reserved
 ])
 def test_hugepages_follow_what_the_host_reserved(facts, fixture, memory, mode, expected, warns):
-    result = gpu_vm.plan(vm(gpus=[facts[fixture]["gpus"][0]["slot"]], node="pve"), [], facts[fixture], VLANS,
+    result = plan(vm(gpus=[facts[fixture]["gpus"][0]["slot"]], node="pve"), [], facts[fixture], VLANS,
                          {"memory_mib": memory, "hugepages": mode})
     assert result["config"]["hugepages"] == expected
     assert [w for w in result["warnings"] if w.startswith("gpu_vm_hugepages")] != [] if warns else \
@@ -120,22 +128,29 @@ def test_hugepages_follow_what_the_host_reserved(facts, fixture, memory, mode, e
 def test_nics_follow_the_interfaces_and_their_vlans(facts):
     interfaces = [{"vlan": "mgmt", "address": "192.168.10.20", "mac": "bc:24:11:00:00:01"},
                   {"vlan": "inference", "address": "192.168.20.20"}]
-    config = gpu_vm.plan(vm(interfaces=interfaces), [], facts["platform-a"], VLANS, {"nic_firewall": True})["config"]
+    config = plan(vm(interfaces=interfaces), [], facts["platform-a"], VLANS, {"nic_firewall": True})["config"]
     assert config["net0"] == "virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=10,firewall=1"
     assert config["net1"] == "virtio,bridge=vmbr1,tag=20,firewall=1"
     with pytest.raises(gpu_vm.GpuVmError, match="VLAN 'storage' is not in llmstack_vlans"):
-        gpu_vm.plan(vm(interfaces=[{"vlan": "storage"}]), [], facts["platform-a"], VLANS, {})
+        plan(vm(interfaces=[{"vlan": "storage"}]), [], facts["platform-a"], VLANS, {})
 
 
 def test_extra_config_wins_and_bad_settings_name_the_variable(facts):
-    config = gpu_vm.plan(vm(), [], facts["platform-a"], VLANS, {"extra_config": {"cores": 48, "hostpci5": "0000:22:00",
+    config = plan(vm(), [], facts["platform-a"], VLANS, {"extra_config": {"cores": 48, "hostpci5": "0000:22:00",
                                                                                  "tags": "llm"}})["config"]
     assert (config["cores"], config["hostpci5"], config["tags"]) == (48, "0000:22:00", "llm")
     with pytest.raises(gpu_vm.GpuVmError) as info:
         bad = {"cores": 0, "hugepages": "3", "machine": "pc", "hostpci_mode": "vfio", "mapping_prefix": "9x"}
-        gpu_vm.plan(vm(), [], facts["platform-a"], VLANS, bad)
+        plan(vm(), [], facts["platform-a"], VLANS, bad)
     text = str(info.value)
     for fragment in ("gpu_vm_cores: 0 is not a positive integer", "gpu_vm_hugepages: '3' is not one of",
                      "gpu_vm_machine: 'pc' is not a q35", "gpu_vm_hostpci_mode: 'vfio'",
                      "gpu_vm_mapping_prefix: '9x' must start with a letter"):
         assert fragment in text
+
+
+def test_a_setting_left_out_is_named_not_defaulted_in_python(facts):
+    partial = dict(ROLE_SETTINGS)
+    del partial["cores"], partial["hugepages"]
+    with pytest.raises(gpu_vm.GpuVmError, match=r"settings: missing cores, hugepages \(pass every gpu_vm_ setting"):
+        gpu_vm.plan(vm(), [], facts["platform-a"], VLANS, partial)

@@ -7,6 +7,7 @@ import re
 
 import pytest
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import guest_image
+from conftest import role_settings
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGk8mN3n7yQ5u5bE0pDq9i0yq3E1x7sJ0Q2xk5l6m7n8 ops@example"
 VLANS = {"mgmt": {"id": 10, "cidr": "192.0.2.0/24", "gateway": "192.0.2.1"},
@@ -14,8 +15,11 @@ VLANS = {"mgmt": {"id": 10, "cidr": "192.0.2.0/24", "gateway": "192.0.2.1"},
 
 
 def settings(**changes):
-    base = {"mirror": "http://deb.example.org/debian", "hostname": "gpu-vm-a", "authorized_keys": [KEY],
-            "interfaces": [{"vlan": "inference", "address": "198.51.100.20"}], "vlans": VLANS}
+    # The role's defaults (its defaults/main.yml, the one place they are stated), then this VM's values; disk_gib
+    # (the role's default follows gpu_vm_disk_gib) is the smallest image these tests lay out.
+    base = role_settings("guest_image", [n for n in guest_image.SETTINGS if n not in ("interfaces", "vlans")])
+    base.update({"mirror": "http://deb.example.org/debian", "hostname": "gpu-vm-a", "authorized_keys": [KEY],
+                 "disk_gib": 8, "interfaces": [{"vlan": "inference", "address": "198.51.100.20"}], "vlans": VLANS})
     base.update(changes)
     return base
 
@@ -147,3 +151,11 @@ def test_check_fits():
     assert guest_image.check_fits(700 * mib, 3000 * mib) is None
     message = guest_image.check_fits(3000 * mib, 2000 * mib)
     assert message.startswith("guest_image_disk_gib:") and "3705 MiB" in message and "2000 MiB" in message
+
+
+def test_a_setting_left_out_is_named_not_defaulted_in_python():
+    partial = settings()
+    del partial["suite"], partial["formats"]
+    found = guest_image.check_settings(partial)[1]
+    assert found == ["guest_image: settings missing suite, formats (pass every one; the guest_image role's "
+                     "defaults/main.yml has their defaults)"]

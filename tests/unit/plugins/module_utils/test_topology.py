@@ -3,6 +3,7 @@ the endpoints with their collisions and reachability. GPUs come from the sysfs f
 
 import pytest
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm, pci, topology, vfio
+from conftest import role_settings
 
 VLANS = {"mgmt": {"id": 10, "cidr": "10.0.10.0/24", "gateway": "10.0.10.1"},
          "inference": {"id": 20, "cidr": "10.0.20.0/24", "gateway": "10.0.20.1"},
@@ -14,7 +15,8 @@ def vm_plan(pci_facts, name, gpus, allow_shared_group=False, node_vms=None):
     vm = {"name": name, "node": "pve-a", "pve_node": "pve-a", "gpus": gpus,
           "interfaces": [{"vlan": "inference", "address": "10.0.20.20"}]}
     return gpu_vm.plan(vm, node_vms or [{"name": name, "gpus": gpus}], pci_facts, VLANS,
-                       {"allow_shared_group": allow_shared_group, "hostpci_mode": "raw"})
+                       dict(role_settings("gpu_vm", gpu_vm.SETTINGS), allow_shared_group=allow_shared_group,
+                            hostpci_mode="raw"))
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +241,15 @@ def test_the_topology_publishes_each_pve_hosts_vms_and_sysfs_root_for_vfio_prefl
     assert topo["hosts"]["pve-a"]["sysfs_root"] == "/srv/sysfs/pve-a"
     assert topo["hosts"]["pve-b"]["sysfs_root"] == "/"
     assert "sysfs_root" not in topo["hosts"]["vm-1"]
+
+
+def test_first_endpoint_and_vms_not_running_read_the_topology_for_the_roles():
+    m = model({"langfuse": ["obs"], "observability": ["obs"], "gpu_vms": ["vm-1", "vm-2", "vm-3"]}, obs=OBS,
+              **{"vm-1": {}, "vm-2": {}, "vm-3": {}})
+    topo, _problems = topology.build(m, {"obs": dict(OBS_SETTINGS, langfuse_s3_port=9000)},
+                                     vm_status={"vm-1": "running", "vm-2": "absent", "vm-3": "stopped"})
+    web = topology.first_endpoint(topo, "langfuse", "langfuse-web", "obs")
+    assert (web["address"], web["port"], web["variables"]["port"]) == ("10.0.10.14", 3000, "langfuse_port")
+    assert topology.first_endpoint(topo, "langfuse", "langfuse-web", "vm-1") == {}
+    assert topology.vms_not_running(topo, ["vm-3", "vm-1", "vm-2", "unknown"]) == ["vm-3", "vm-2"]
+    assert topology.vms_not_running({}, ["vm-1"]) == []
