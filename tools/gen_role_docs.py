@@ -2,6 +2,9 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Generate each role's README.md and docs/roles/ from roles/*/meta/argument_specs.yml.
 
+Each role's "How to remove" section comes from roles/<role>/meta/removal.md (required: every role says how to
+remove what it made).
+
     python tools/gen_role_docs.py           write them
     python tools/gen_role_docs.py --check   fail when a generated file is out of date (make lint)
 
@@ -53,7 +56,7 @@ def default_text(option):
     return "`%s`" % json.dumps(value) if not isinstance(value, str) else "`%s`" % (value or '""')
 
 
-def role_doc(role, spec, heading="#"):
+def role_doc(role, spec, heading="#", removal=None):
     main = spec["argument_specs"]["main"]
     lines = [BANNER, "", "%s Role `pvegpu.llmstack.%s`" % (heading, role), ""]
     lines += [markup(main.get("short_description", "")), ""]
@@ -85,6 +88,8 @@ def role_doc(role, spec, heading="#"):
             lines += ["- `%s`: %s" % (name, markup(entry.get("short_description", "")))]
             lines += ["  " + para for para in paragraphs(entry.get("description"))]
         lines.append("")
+    if removal is not None:
+        lines += ["%s# How to remove" % heading, "", removal.strip(), ""]
     return "\n".join(lines)
 
 
@@ -96,8 +101,13 @@ def outputs():
     for role in roles:
         with open(os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")) as handle:
             spec = yaml.safe_load(handle)
-        files[os.path.join("roles", role, "README.md")] = role_doc(role, spec)
-        files[os.path.join("docs", "roles", role + ".md")] = role_doc(role, spec)
+        removal_path = os.path.join(ROOT, "roles", role, "meta", "removal.md")
+        if not os.path.isfile(removal_path):
+            raise SystemExit("roles/%s/meta/removal.md is missing: every role says how to remove what it made" % role)
+        with open(removal_path) as handle:
+            removal = handle.read()
+        files[os.path.join("roles", role, "README.md")] = role_doc(role, spec, removal=removal)
+        files[os.path.join("docs", "roles", role + ".md")] = role_doc(role, spec, removal=removal)
         short = markup(spec["argument_specs"]["main"].get("short_description", ""))
         index.append("| [%s](%s.md) | %s |" % (role, role, cell(short)))
     files[os.path.join("docs", "roles", "README.md")] = "\n".join(index) + "\n"
