@@ -55,7 +55,7 @@ def test_v100_gets_no_x_vga_and_type_counts_take_free_gpus_in_order(facts):
     node_vms = [{"name": "first", "gpus": ["0000:1a:00"]},
                 {"name": "second", "gpus": [{"vendor_device": "10de:1db5", "count": 3}]}]
     result = plan(vm("second", gpus=node_vms[1]["gpus"], node="pve-b"), node_vms, facts["platform-b"], VLANS,
-                         {"hostpci_mode": "raw"})
+                  {"hostpci_mode": "raw"})
     assert result["slots"] == ["0000:1b:00", "0000:3d:00", "0000:3e:00"]
     assert result["config"]["hostpci0"] == "0000:1b:00,pcie=1"
 
@@ -94,7 +94,7 @@ def test_iommu_off_is_refused(facts):
 def test_numa_pinning_uses_the_gpus_node_cpus_and_binds_memory(facts):
     # Platform B (devices.yml): 88:00 and 89:00 on node 1, whose CPUs are 20-39,60-79.
     result = plan(vm(gpus=["0000:88:00", "0000:89:00"], node="pve-b"), [], facts["platform-b"], VLANS,
-                         {"numa_pin": True, "cores": 8, "memory_mib": 65536})
+                  {"numa_pin": True, "cores": 8, "memory_mib": 65536})
     assert result["config"]["affinity"] == "20-39,60-79"
     assert result["config"]["numa0"] == "cpus=0-7,hostnodes=1,memory=65536,policy=bind"
     assert result["warnings"] == []
@@ -102,7 +102,7 @@ def test_numa_pinning_uses_the_gpus_node_cpus_and_binds_memory(facts):
 
 def test_gpus_on_two_numa_nodes_are_not_pinned_and_a_mismatch_warns(facts):
     result = plan(vm(gpus=["0000:3e:00", "0000:88:00"], node="pve-b"), [], facts["platform-b"], VLANS,
-                         {"numa_pin": True})
+                  {"numa_pin": True})
     assert result["config"]["affinity"] is None and result["config"]["numa0"] is None
     assert "sit on NUMA nodes 0, 1: not pinning" in result["warnings"][0]
     result = plan(vm(gpus=["0000:88:00"], node="pve-b"), [], facts["platform-b"], VLANS, {"numa_node": 0})
@@ -119,7 +119,7 @@ def test_gpus_on_two_numa_nodes_are_not_pinned_and_a_mismatch_warns(facts):
 ])
 def test_hugepages_follow_what_the_host_reserved(facts, fixture, memory, mode, expected, warns):
     result = plan(vm(gpus=[facts[fixture]["gpus"][0]["slot"]], node="pve"), [], facts[fixture], VLANS,
-                         {"memory_mib": memory, "hugepages": mode})
+                  {"memory_mib": memory, "hugepages": mode})
     assert result["config"]["hugepages"] == expected
     assert [w for w in result["warnings"] if w.startswith("gpu_vm_hugepages")] != [] if warns else \
         result["warnings"] == []
@@ -137,7 +137,7 @@ def test_nics_follow_the_interfaces_and_their_vlans(facts):
 
 def test_extra_config_wins_and_bad_settings_name_the_variable(facts):
     config = plan(vm(), [], facts["platform-a"], VLANS, {"extra_config": {"cores": 48, "hostpci5": "0000:22:00",
-                                                                                 "tags": "llm"}})["config"]
+                                                                          "tags": "llm"}})["config"]
     assert (config["cores"], config["hostpci5"], config["tags"]) == (48, "0000:22:00", "llm")
     with pytest.raises(gpu_vm.GpuVmError) as info:
         bad = {"cores": 0, "hugepages": "3", "machine": "pc", "hostpci_mode": "vfio", "mapping_prefix": "9x"}
