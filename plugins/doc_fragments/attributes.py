@@ -8,9 +8,9 @@ __metaclass__ = type
 
 
 class ModuleDocFragment(object):
-    # The attributes every module of the collection documents, stated once. A module names the fragment in
-    # extends_documentation_fragment and keeps only its own support levels (and platforms) under attributes:
-    # the module's entries are merged over these, so a module says `check_mode: {support: full}` and no more.
+    # The attributes every module of the collection documents, stated once. A module names this fragment and one of
+    # PLAN, HOST, HOST_DIFF or API_DIFF below in extends_documentation_fragment; under attributes it keeps only
+    # what differs (a module's entries are merged over the fragments').
     DOCUMENTATION = r"""
 attributes:
   check_mode:
@@ -20,6 +20,52 @@ attributes:
   platform:
     description: Target OS/families that can be operated against.
     support: full
+"""
+
+    # The support levels most modules share; a module names one of these with the base fragment and states only
+    # what differs (details, another platform).
+    # Plans and renders computed from their inputs on the controller; they change nothing.
+    PLAN = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+"""
+
+    # Modules that read or change a host without a diff to show.
+    HOST = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+"""
+
+    # Modules that change a host's files and show the change in diff mode.
+    HOST_DIFF = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
+"""
+
+    # Modules that change objects through an API (PVE, LiteLLM) and show the change in diff mode.
+    API_DIFF = r"""
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  platform:
+    platforms: all
 """
 
     # Modules that return ansible_facts.

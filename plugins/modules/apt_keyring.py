@@ -21,6 +21,7 @@ description:
   - Writes only when the keyring's bytes change. Check mode downloads and checks but writes nothing.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   url:
     description: Where the key is (C(https://), C(http://) or C(file:///)).
@@ -39,13 +40,6 @@ options:
     description: Download timeout in seconds.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

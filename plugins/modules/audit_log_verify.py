@@ -26,6 +26,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   path:
     description: The audit log file.
@@ -35,13 +36,6 @@ options:
     description: The hash of a record known from elsewhere (for example the last one the syslog receiver got); the
       chain must contain it.
     type: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 seealso:
   - plugin: pvegpu.llmstack.audit_log
     plugin_type: callback

@@ -22,6 +22,7 @@ description:
   - With O(validate), the new file is checked first (for example C(dockerd --validate --config-file %s)).
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host_diff
 options:
   path:
     description: The daemon configuration file.
@@ -39,13 +40,6 @@ options:
     description: Keep a time-stamped copy of the previous file.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -27,6 +27,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   vm:
     description:
@@ -60,13 +61,6 @@ options:
         missing ones.
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

@@ -19,6 +19,7 @@ description:
   - This is an action plugin; it runs on the controller and never connects to a host.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   group_vlans:
     description:
@@ -30,13 +31,6 @@ options:
     description: Fail when the inventory has problems. With C(false) the problems are only returned.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 requirements:
   - netaddr (on the controller)
 author:

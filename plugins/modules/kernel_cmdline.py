@@ -22,6 +22,7 @@ description:
   - Refuses a GRUB assignment it cannot edit safely (unquoted, referring to other variables).
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host_diff
 options:
   bootloader:
     description: Which boot loader's file to edit.
@@ -54,13 +55,6 @@ options:
     description: Undo what O(record_path) records (O(add) and O(remove) are ignored), then delete the record.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -23,6 +23,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   settings:
     description:
@@ -31,13 +32,6 @@ options:
         C(org_id), C(org_name), C(project_id), C(project_name), C(user_email), C(user_name), C(env), C(restart)."
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

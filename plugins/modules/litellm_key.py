@@ -24,6 +24,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.api_diff
 options:
   api_url:
     description: The proxy's base URL.
@@ -83,13 +84,6 @@ options:
     description: Seconds per request.
     type: int
     default: 30
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

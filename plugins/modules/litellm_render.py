@@ -24,6 +24,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   data:
     description:
@@ -42,13 +43,6 @@ options:
         C(workers), C(log_level), C(env), C(primary), C(redis), C(shared_address), C(restart)."
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

@@ -22,6 +22,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   topology:
     description: The site's topology (C(llmstack_topology), M(pvegpu.llmstack.topology)); the scrape targets are
@@ -48,13 +49,6 @@ options:
       C(restart)."
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

@@ -21,6 +21,7 @@ description:
   - Restarting Docker is left to the caller (a handler), so it happens once.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   path:
     description: Docker's daemon configuration file.
@@ -34,13 +35,6 @@ options:
     description: The nvidia-ctk command (a name in C(PATH) or a path).
     type: str
     default: nvidia-ctk
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -22,6 +22,7 @@ description:
   - Reads only.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
   - pvegpu.llmstack.attributes.facts
 options:
   sysfs_root:
@@ -32,13 +33,6 @@ options:
     description: The modinfo command.
     type: str
     default: modinfo
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -23,6 +23,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
   - pvegpu.llmstack.attributes.facts
 options:
   nvidia_smi:
@@ -43,13 +44,6 @@ options:
   topology:
     description: Recorded C(nvidia-smi topo -m) output.
     type: str
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

@@ -23,6 +23,7 @@ description:
   - Needs no privileges; C(driver) and C(iommu_group) are read as link names, so a copied tree works.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
   - pvegpu.llmstack.attributes.facts
 options:
   sysfs_root:
@@ -34,13 +35,6 @@ options:
     type: list
     elements: str
     default: []
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -22,6 +22,7 @@ description:
   - Changes nothing. Used by the C(host_preflight) role, which writes the report and decides whether to stop.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
   - pvegpu.llmstack.attributes.facts
 options:
   sysfs_root:
@@ -58,13 +59,6 @@ options:
     type: list
     elements: dict
     default: []
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

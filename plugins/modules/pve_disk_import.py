@@ -38,6 +38,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.api_diff
   - pvegpu.llmstack.attributes.pve_group
   - pvegpu.llmstack.pve
 options:
@@ -102,13 +103,6 @@ options:
     description: Seconds to wait for PVE's import task.
     type: int
     default: 1800
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

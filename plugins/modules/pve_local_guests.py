@@ -20,6 +20,7 @@ description:
   - Reads only. The C(vfio) role calls it before it reboots a host.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   qm:
     description: The C(qm) command.
@@ -29,13 +30,6 @@ options:
     description: The C(pct) command.
     type: str
     default: pct
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -24,6 +24,7 @@ description:
   - Build the entries from M(pvegpu.llmstack.pci_iommu_facts) with the C(entries_from_gpus) option.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.api_diff
   - pvegpu.llmstack.attributes.pve_group
   - pvegpu.llmstack.pve
 options:
@@ -53,13 +54,6 @@ options:
     type: str
     choices: [present, absent]
     default: present
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: all
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -29,6 +29,7 @@ description:
     set, because NVIDIA GPUs often fail to reset after a hard stop (seed 000).
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.api_diff
   - pvegpu.llmstack.attributes.pve_group
   - pvegpu.llmstack.pve
 options:
@@ -78,12 +79,7 @@ options:
     default: 600
 attributes:
   check_mode:
-    support: full
     details: In check mode O(state=present) reads only; C(reboot_required) is then a prediction.
-  diff_mode:
-    support: full
-  platform:
-    platforms: all
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

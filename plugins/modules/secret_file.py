@@ -29,6 +29,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   dir:
     description: The directory of the secret files (a role's C(<role>_dir/secrets)).
@@ -72,12 +73,7 @@ options:
     default: true
 attributes:
   check_mode:
-    support: full
     details: A secret that would be generated is generated and returned but never stored; a real run generates another.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - Run it with the privileges that own O(dir) (C(become)); files are created with the task's user as owner.
 """

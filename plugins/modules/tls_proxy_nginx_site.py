@@ -23,6 +23,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host_diff
 options:
   content:
     description: The site's text.
@@ -44,13 +45,6 @@ options:
     description: Permissions of the site file.
     type: str
     default: "0644"
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: full
-  platform:
-    platforms: posix
 """
 
 EXAMPLES = r"""

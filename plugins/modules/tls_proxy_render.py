@@ -23,6 +23,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   settings:
     description:
@@ -33,13 +34,6 @@ options:
         C(metrics_port), C(metrics_allow) (LiteLLM's /metrics/ for Prometheus; an empty address turns it off)."
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

@@ -24,18 +24,12 @@ description:
     C(run_once) so that every host of the play gets the same fact.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   fail_on_problems:
     description: Fail when the topology has problems. With C(false) they are only returned.
     type: bool
     default: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -21,6 +21,7 @@ description:
   - Changes nothing.
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   enabled:
     description: Whether the GPUs should be bound to vfio-pci (false, the role is reverting).
@@ -106,13 +107,6 @@ options:
     description: Also return C(problems), what is wrong with the binding now.
     type: bool
     default: false
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 """

@@ -31,6 +31,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   gpus:
     description: The GPUs, C({index, name, memory_mib, compute_capability}) (M(pvegpu.llmstack.nvidia_gpu_facts)).
@@ -55,13 +56,6 @@ options:
     type: list
     elements: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""

@@ -23,6 +23,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.plan
 options:
   services:
     description: The C(services) of M(pvegpu.llmstack.vllm_plan), each with a C(port).
@@ -40,13 +41,6 @@ options:
         C(extra_env), C(restart), C(start_period) (compose); C(venv), C(user), C(dir) (systemd)."
     type: dict
     required: true
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: all
 """
 
 EXAMPLES = r"""
