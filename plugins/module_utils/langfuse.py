@@ -17,8 +17,9 @@ S3-compatible storage (MinIO). The topology and variable names follow langfuse/l
   keys and the first user come from ``LANGFUSE_INIT_*``.
 """
 
-import ipaddress
 import re
+
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
 
 SERVICES = ("langfuse-web", "langfuse-worker", "postgres", "clickhouse", "redis", "minio")
 IMAGE_KEYS = ("web_image", "worker_image", "postgres_image", "clickhouse_image", "redis_image", "minio_image")
@@ -55,23 +56,6 @@ def _tag(image):
     return last.split(":", 1)[1] if ":" in last else None
 
 
-def _ip(value):
-    try:
-        return ipaddress.ip_address(str(value))
-    except ValueError:
-        return None
-
-
-def _port(value):
-    if isinstance(value, bool):
-        return None
-    try:
-        port = int(str(value))
-    except ValueError:
-        return None
-    return port if 1 <= port <= 65535 else None
-
-
 def validate(settings):
     """Every problem with the settings, each naming the role variable."""
     errors = []
@@ -80,14 +64,15 @@ def validate(settings):
         if tag is None or (tag != "digest" and UNPINNED_TAG_RE.match(tag)):
             errors.append("langfuse_%s: %r is not pinned to a version (use e.g. :4.16.0, never :4 or :latest)"
                           % (key, settings.get(key)))
-    address = _ip(settings.get("bind_address"))
+    address = value_checks.ip_address(settings.get("bind_address"))
     if address is None:
         errors.append("langfuse_bind_address: %r is not an IP address (the host needs an address on langfuse_vlan "
                       "in llmstack_interfaces, or set langfuse_bind_address)" % (settings.get("bind_address"),))
     for key in ("port", "s3_port"):
-        if _port(settings.get(key)) is None:
+        if value_checks.as_port(settings.get(key)) is None:
             errors.append("langfuse_%s: %r is not a TCP port (1-65535)" % (key, settings.get(key)))
-    if _port(settings.get("port")) and _port(settings.get("port")) == _port(settings.get("s3_port")):
+    port = value_checks.as_port(settings.get("port"))
+    if port and port == value_checks.as_port(settings.get("s3_port")):
         errors.append("langfuse_s3_port: the same port as langfuse_port")
     for key in ("org_id", "project_id"):
         if not isinstance(settings.get(key), str) or not ID_RE.match(settings[key]):
@@ -112,7 +97,7 @@ def validate(settings):
 
 
 def _hostport(address, port):
-    ip = _ip(address)
+    ip = value_checks.ip_address(address)
     return "[%s]:%s" % (address, port) if ip is not None and ip.version == 6 else "%s:%s" % (address, port)
 
 

@@ -41,13 +41,6 @@ class TlsProxyError(ValueError):
         ValueError.__init__(self, "; ".join(self.errors))
 
 
-def _ip(value):
-    try:
-        return ipaddress.ip_address(str(value))
-    except ValueError:
-        return None
-
-
 def _network(value):
     try:
         return ipaddress.ip_network(str(value).strip(), strict=False)
@@ -55,24 +48,16 @@ def _network(value):
         return None
 
 
-def _port(value):
-    if isinstance(value, bool):
-        return None
-    try:
-        port = int(str(value))
-    except ValueError:
-        return None
-    return port if 1 <= port <= 65535 else None
+def _unspecified(address):
+    """True for 0.0.0.0 and ::, the addresses that listen everywhere."""
+    ip = value_checks.ip_address(address)
+    return ip is not None and ip.is_unspecified
 
 
-def _positive(value, upper):
-    if isinstance(value, bool):
-        return None
-    try:
-        number = int(str(value))
-    except ValueError:
-        return None
-    return number if 1 <= number <= upper else None
+def _bounded(value, upper):
+    """A whole number 1..upper (an int or a digit string), else None."""
+    number = value_checks.as_int(value)
+    return number if number is not None and 1 <= number <= upper else None
 
 
 def _absolute(value):
@@ -81,7 +66,7 @@ def _absolute(value):
 
 def _host_port(host, port):
     """``127.0.0.1:4000``; ``[::1]:4000`` for IPv6."""
-    address = _ip(host)
+    address = value_checks.ip_address(host)
     if address is not None and address.version == 6:
         return "[%s]:%s" % (host, port)
     return "%s:%s" % (host, port)
@@ -103,15 +88,15 @@ def validate(settings):
                       "interface on tls_proxy_vlans)")
     else:
         for address in listen:
-            if _ip(address) is None:
+            if value_checks.ip_address(address) is None:
                 errors.append("tls_proxy_listen_addresses: %r is not an IP address" % (address,))
-    if _port(settings.get("port")) is None:
+    if value_checks.as_port(settings.get("port")) is None:
         errors.append("tls_proxy_port: %r is not a TCP port (1-65535)" % (settings.get("port"),))
 
     upstream = settings.get("upstream_host")
-    if not isinstance(upstream, str) or not (_ip(upstream) or NAME_RE.match(upstream)):
+    if not isinstance(upstream, str) or not (value_checks.ip_address(upstream) or NAME_RE.match(upstream)):
         errors.append("tls_proxy_upstream_host: %r is not an address or host name" % (upstream,))
-    if _port(settings.get("upstream_port")) is None:
+    if value_checks.as_port(settings.get("upstream_port")) is None:
         errors.append("tls_proxy_upstream_port: %r is not a TCP port (1-65535)" % (settings.get("upstream_port"),))
 
     names = settings.get("server_names")
@@ -119,7 +104,7 @@ def validate(settings):
         errors.append("tls_proxy_server_names: must be a list of DNS names")
         names = []
     for name in names:
-        if not isinstance(name, str) or not NAME_RE.match(name) or _ip(name) is not None:
+        if not isinstance(name, str) or not NAME_RE.match(name) or value_checks.ip_address(name) is not None:
             errors.append("tls_proxy_server_names: %r is not a DNS name (addresses go in tls_proxy_listen_addresses)"
                           % (name,))
 
@@ -136,9 +121,9 @@ def validate(settings):
     if len(set(paths)) != len(paths):
         errors.append("tls_proxy_paths: lists a path twice")
 
-    if _positive(settings.get("timeout"), 86400) is None:
+    if _bounded(settings.get("timeout"), 86400) is None:
         errors.append("tls_proxy_timeout: %r is not a number of seconds (1-86400)" % (settings.get("timeout"),))
-    if _positive(settings.get("max_body_mb"), SIZE_MB_MAX) is None:
+    if _bounded(settings.get("max_body_mb"), SIZE_MB_MAX) is None:
         errors.append("tls_proxy_max_body_mb: %r is not a size in MiB (1-%d)" % (settings.get("max_body_mb"),
                                                                                  SIZE_MB_MAX))
     protocols = settings.get("protocols")
@@ -176,16 +161,16 @@ def validate(settings):
                       "must never listen on the network)" % (settings.get("caddy_admin"),))
     metrics = settings.get("metrics_listen_address")
     if metrics not in (None, ""):
-        if _ip(metrics) is None:
+        if value_checks.ip_address(metrics) is None:
             errors.append("tls_proxy_metrics_listen_address: %r is not an IP address ('' turns the metrics listener "
                           "off)" % (metrics,))
-        elif _ip(metrics).is_unspecified:
+        elif value_checks.ip_address(metrics).is_unspecified:
             errors.append("tls_proxy_metrics_listen_address: %r listens everywhere; give the address on the "
                           "monitoring VLAN" % (metrics,))
-        if _port(settings.get("metrics_port")) is None:
+        if value_checks.as_port(settings.get("metrics_port")) is None:
             errors.append("tls_proxy_metrics_port: %r is not a TCP port (1-65535)" % (settings.get("metrics_port"),))
-        elif _port(settings.get("metrics_port")) == _port(settings.get("port")) and (
-                metrics in (listen or []) or any(_ip(a) is not None and _ip(a).is_unspecified for a in listen or [])):
+        elif value_checks.as_port(settings.get("metrics_port")) == value_checks.as_port(settings.get("port")) and (
+                metrics in (listen or []) or any(_unspecified(a) for a in listen or [])):
             errors.append("tls_proxy_metrics_port: the same address and port as the TLS listener (tls_proxy_port)")
         allow = settings.get("metrics_allow")
         if not isinstance(allow, list):
@@ -440,7 +425,7 @@ def render(settings):
         # What the internal CA's server certificate must name: the DNS names and the listen addresses
         # (unspecified addresses such as 0.0.0.0 are no use in a certificate).
         "certificate_names": list(settings["server_names"]),
-        "certificate_addresses": [a for a in settings["listen_addresses"] if not _ip(a).is_unspecified],
+        "certificate_addresses": [a for a in settings["listen_addresses"] if not _unspecified(a)],
     }
 
 
