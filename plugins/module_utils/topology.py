@@ -47,6 +47,11 @@ ROLE_SETTINGS = {
     "monitoring": ("monitoring_dir", "monitoring_bind_address", "monitoring_prometheus_port",
                    "monitoring_alertmanager_port", "monitoring_grafana_port", "monitoring_node_exporter_port",
                    "monitoring_dcgm_exporter_port", "monitoring_node_groups"),
+    # What the guests stage needs of a GPU VM (its disk, its node, the API that made it): published per VM as
+    # hosts.<vm>.vm, so guest_image reads it there instead of restating gpu_vm's defaults.
+    "gpu_vm": ("gpu_vm_node", "gpu_vm_pve_node", "gpu_vm_vmid", "gpu_vm_storage", "gpu_vm_disk_gib",
+               "gpu_vm_disk_options", "gpu_vm_api_host", "gpu_vm_api_port", "gpu_vm_api_user", "gpu_vm_api_token_id",
+               "gpu_vm_api_validate_certs"),
 }
 
 #: Which inventory group runs which service role (the stage playbooks' hosts).
@@ -56,6 +61,7 @@ ROLE_GROUPS = {
     "tls_proxy": ("llm_gateways",),
     "langfuse": ("langfuse",),
     "monitoring": ("observability", "gpu_vms"),
+    "gpu_vm": ("gpu_vms",),
 }
 
 
@@ -429,6 +435,17 @@ def node_plans(groups, hosts):
     return plans
 
 
+def vm_settings(host_settings):
+    """A GPU VM's entry ``vm`` of the topology from its gpu_vm settings: {node, pve_node, vmid, storage, disk_gib,
+    disk_options, api: {host, port, user, token_id, validate_certs}} (the API secrets are never in the topology)."""
+    def get(name):
+        return host_settings.get("gpu_vm_" + name)
+    return {"node": get("node"), "pve_node": get("pve_node") or get("node"), "vmid": get("vmid"),
+            "storage": get("storage"), "disk_gib": get("disk_gib"), "disk_options": get("disk_options"),
+            "api": {"host": get("api_host"), "port": get("api_port"), "user": get("api_user"),
+                    "token_id": get("api_token_id"), "validate_certs": get("api_validate_certs")}}
+
+
 def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
     """The topology and its problems: (topology, problems).
 
@@ -463,6 +480,8 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
             topo_hosts[host]["dirs"] = dirs
         if host in _members(groups, "pve_hosts"):
             topo_hosts[host]["sysfs_root"] = data.get("llmstack_sysfs_root") or "/"
+        if host in _members(groups, "gpu_vms"):
+            topo_hosts[host]["vm"] = vm_settings(settings.get(host) or {})
     gpus, problems = placement(node_plans(groups, hosts), pci_by_node or {})
     found, endpoint_errors = endpoints(groups, hosts, settings, vlans)
     problems.extend(endpoint_errors)

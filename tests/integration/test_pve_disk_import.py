@@ -177,9 +177,13 @@ def test_the_role_frees_only_the_empty_disk_gpu_vm_created_in_this_run(pve, tmp_
     """roles/guest_image/tasks/import.yml passes gpu_vm's just-created disk as owned_volumes, nothing else."""
     empty = stored(pve).config["scsi0"]
     host, port = pve.url.split("://", 1)[1].rsplit(":", 1)
-    facts = {"gpu_vm_api_host": host, "gpu_vm_api_port": int(port), "gpu_vm_api_user": pve.user,
-             "gpu_vm_api_password": pve.password, "gpu_vm_api_validate_certs": False, "gpu_vm_node": "pve-a",
-             "gpu_vm_vmid": 120, "guest_image_path": str(tmp_path / "gpu-3090.raw"),
+    # The VM as the topology has it (the validate step's fact: gpu_vm's settings of this host); the API password is
+    # the inventory's own variable, never in the topology.
+    vm = {"node": "pve-a", "pve_node": "pve-a", "vmid": 120, "storage": "local-lvm", "disk_gib": 64,
+          "disk_options": "discard=on,iothread=1,ssd=1",
+          "api": {"host": host, "port": int(port), "user": pve.user, "token_id": "", "validate_certs": False}}
+    facts = {"llmstack_topology": {"hosts": {"localhost": {"vm": vm}}}, "gpu_vm_api_password": pve.password,
+             "guest_image_path": str(tmp_path / "gpu-3090.raw"),
              "guest_image_build": {"digest": DIGEST}, "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
     if created_here:   # what gpu_vm's "Create or update the VM" task registers when it created the VM
         facts["gpu_vm_result"] = {"changed": True, "operation": "create", "config": {"scsi0": empty}}

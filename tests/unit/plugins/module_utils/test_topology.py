@@ -253,3 +253,18 @@ def test_first_endpoint_and_vms_not_running_read_the_topology_for_the_roles():
     assert topology.first_endpoint(topo, "langfuse", "langfuse-web", "vm-1") == {}
     assert topology.vms_not_running(topo, ["vm-3", "vm-1", "vm-2", "unknown"]) == ["vm-3", "vm-2"]
     assert topology.vms_not_running({}, ["vm-1"]) == []
+
+
+def test_each_gpu_vm_carries_its_node_disk_and_api_for_the_guests_stage_without_the_secret():
+    m = model({"pve_hosts": ["pve-a"], "gpu_vms": ["vm-1"]}, **{"pve-a": {}, "vm-1": {"gpu_vm_node": "pve-a"}})
+    settings = {"vm-1": {"gpu_vm_node": "pve-a", "gpu_vm_pve_node": "pve-a", "gpu_vm_vmid": 120,
+                         "gpu_vm_storage": "local-zfs", "gpu_vm_disk_gib": 128, "gpu_vm_disk_options": "ssd=1",
+                         "gpu_vm_api_host": "pve.example.org", "gpu_vm_api_port": 8006,
+                         "gpu_vm_api_user": "automation@pve", "gpu_vm_api_token_id": "llmstack",
+                         "gpu_vm_api_validate_certs": True}}
+    topo, _problems = topology.build(m, settings)
+    assert topo["hosts"]["vm-1"]["vm"] == {
+        "node": "pve-a", "pve_node": "pve-a", "vmid": 120, "storage": "local-zfs", "disk_gib": 128,
+        "disk_options": "ssd=1", "api": {"host": "pve.example.org", "port": 8006, "user": "automation@pve",
+                                         "token_id": "llmstack", "validate_certs": True}}
+    assert "secret" not in str(topo["hosts"]["vm-1"]) and "vm" not in topo["hosts"]["pve-a"]
