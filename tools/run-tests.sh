@@ -6,7 +6,8 @@
 # so running it beside the CPU-bound stages fills the idle time instead of adding its wall time to theirs.
 # Its scenarios have their own containers (llmstack-molecule-*) and ports; nothing is shared with lane 1.
 # Exit status: non-zero when any stage failed; molecule's output is printed when it ends (its per-scenario logs
-# stay under .cache/molecule-logs/).
+# stay under .cache/molecule-logs/). TEST_LANES=0 runs every stage one after the other (molecule after units), to
+# compare the two on a given machine.
 set -uo pipefail
 make=${MAKE:-make}
 stages=${TEST_STAGES:-lint sanity units integration}
@@ -14,6 +15,18 @@ mkdir -p .cache
 mlog=.cache/molecule-stage.log
 rm -f "$mlog" .cache/molecule-stage.rc
 overall=$(date +%s)
+
+if [ "${TEST_LANES:-1}" = 0 ]; then
+  for stage in lint sanity units molecule integration; do
+    start=$(date +%s)
+    echo "== make test: $stage"
+    $make --no-print-directory "$stage" || { echo "== make test: $stage FAILED after $(( $(date +%s) - start ))s"; exit 1; }
+    echo "== make test: $stage took $(( $(date +%s) - start ))s"
+  done
+  echo "== make test: all stages took $(( $(date +%s) - overall ))s"
+  echo "make test: all stages passed"
+  exit 0
+fi
 
 # lane 2
 (

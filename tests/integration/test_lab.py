@@ -65,7 +65,7 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
                             timeout=1500)
     assert rc == 0, out[-4000:] + err[-2000:]
     report = parse_json_report(out)
-    created = results_of(report, "Create or update the VM")
+    created = results_of(report, "Create, update or destroy the VM")
     assert {h: (r["changed"], r["operation"]) for h, r in created.items()} == {
         "lab-gpu-a": (True, "create"), "lab-gpu-b": (True, "create")}
     after = created["lab-gpu-a"]["diff"]["after"]
@@ -245,7 +245,7 @@ def test_check_diff_after_a_manual_edit_shows_exactly_that_edit(running_lab):
     api.nodes("lab-pve-a").qemu(120).config.put(cores=4)
     rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "gpu_vm", "--check", "--diff", json_output=True)
     assert rc == 0, out[-4000:] + err[-2000:]
-    runs = [r for r in tasks_run(parse_json_report(out)) if r["task"].endswith("Create or update the VM")]
+    runs = [r for r in tasks_run(parse_json_report(out)) if r["task"].endswith("Create, update or destroy the VM")]
     result_a, result_b = runs[0]["hosts"]["lab-gpu-a"], runs[0]["hosts"]["lab-gpu-b"]
     before, after = result_a["diff"]["before"], result_a["diff"]["after"]
     assert result_a["changed"] and not result_b["changed"]

@@ -10,8 +10,28 @@ EXAMPLE = os.path.join(ROOT, "inventories", "example")
 STAGES = ["pve_hosts", "gpu_vms", "guests", "inference", "gateway", "observability"]
 
 
+# Roles that other roles call (include_role) and no playbook lists, so they have no tag of their own.
+INTERNAL_ROLES = {"service_removal"}
+
+
 def roles():
-    return sorted(d for d in os.listdir(os.path.join(ROOT, "roles")) if os.path.isdir(os.path.join(ROOT, "roles", d)))
+    return sorted(d for d in os.listdir(os.path.join(ROOT, "roles"))
+                  if os.path.isdir(os.path.join(ROOT, "roles", d)) and d not in INTERNAL_ROLES)
+
+
+def read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def test_internal_roles_are_called_by_the_roles_and_listed_by_no_playbook():
+    for role in INTERNAL_ROLES:
+        callers = [d for d in os.listdir(os.path.join(ROOT, "roles")) if d != role and
+                   "pvegpu.llmstack.%s" % role in read(os.path.join(ROOT, "roles", d, "tasks", "main.yml"))]
+        assert callers, "%s is called by no role" % role
+        for dirpath, _dirs, files in os.walk(os.path.join(ROOT, "playbooks")):
+            for name in files:
+                assert "llmstack.%s" % role not in read(os.path.join(dirpath, name)), (role, name)
 
 
 def listed_tags(output):

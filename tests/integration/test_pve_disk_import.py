@@ -185,7 +185,7 @@ def test_the_role_frees_only_the_empty_disk_gpu_vm_created_in_this_run(pve, tmp_
     facts = {"llmstack_topology": {"hosts": {"localhost": {"vm": vm}}}, "gpu_vm_api_password": pve.password,
              "guest_image_path": str(tmp_path / "gpu-3090.raw"),
              "guest_image_build": {"digest": DIGEST}, "ansible_python_interpreter": "{{ ansible_playbook_python }}"}
-    if created_here:   # what gpu_vm's "Create or update the VM" task registers when it created the VM
+    if created_here:   # what gpu_vm's "Create, update or destroy the VM" task registers when it created the VM
         facts["gpu_vm_result"] = {"changed": True, "operation": "create", "config": {"scsi0": empty}}
     else:              # the VM was created in an earlier run (or by hand): the task did not create it
         facts["gpu_vm_result"] = {"changed": False, "operation": "none", "config": {"scsi0": empty}}
