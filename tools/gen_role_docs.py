@@ -56,13 +56,26 @@ def default_text(option):
     return "`%s`" % json.dumps(value) if not isinstance(value, str) else "`%s`" % (value or '""')
 
 
+def in_playbooks(role):
+    """Whether a playbook under playbooks/ lists the role (an internal role is only called by other roles)."""
+    for dirpath, _dirs, files in os.walk(os.path.join(ROOT, "playbooks")):
+        for name in files:
+            with open(os.path.join(dirpath, name)) as handle:
+                if "pvegpu.llmstack.%s" % role in handle.read():
+                    return True
+    return False
+
+
 def role_doc(role, spec, heading="#", removal=None):
     main = spec["argument_specs"]["main"]
     lines = [BANNER, "", "%s Role `pvegpu.llmstack.%s`" % (heading, role), ""]
     lines += [markup(main.get("short_description", "")), ""]
     for para in paragraphs(main.get("description")):
         lines += [para, ""]
-    lines += ["Tag: `%s` (and its stage's tag, see docs/tags.md)." % role, ""]
+    if in_playbooks(role):
+        lines += ["Tag: `%s` (and its stage's tag, see docs/tags.md)." % role, ""]
+    else:
+        lines += ["Internal role: other roles call it (`include_role`); no playbook lists it and it has no tag.", ""]
     options = main.get("options") or {}
     lines += ["%s# Variables" % heading, ""]
     if not options:

@@ -28,14 +28,14 @@ if [ "${TEST_LANES:-1}" = 0 ]; then
   exit 0
 fi
 
-# lane 2
-(
-  start=$(date +%s)
-  rc=0
-  $make --no-print-directory molecule >"$mlog" 2>&1 || rc=$?
-  echo "$rc $(( $(date +%s) - start ))" >.cache/molecule-stage.rc
-) &
+# lane 2, in its own process group (setsid) so that it can be stopped as a whole: when a stage of lane 1 fails, or
+# the run is interrupted, nothing of molecule is left running.
+# shellcheck disable=SC2016 # expanded by the bash that setsid starts
+setsid bash -c 'start=$(date +%s); rc=0; $0 --no-print-directory molecule >"$1" 2>&1 || rc=$?
+  echo "$rc $(( $(date +%s) - start ))" >"$2"' "$make" "$mlog" .cache/molecule-stage.rc &
 molecule_pid=$!
+stop_molecule() { kill -TERM -- "-$molecule_pid" 2>/dev/null || true; }
+trap 'stop_molecule; exit 130' INT TERM
 echo "== make test: molecule started in the background (output: $mlog)"
 
 # lane 1
@@ -48,14 +48,20 @@ for stage in $stages; do
   else
     echo "== make test: $stage FAILED after $(( $(date +%s) - start ))s"
     failed="$failed $stage"
+    echo "== make test: stopping molecule (a stage failed)"
+    stop_molecule
     break
   fi
 done
 
 echo "== make test: waiting for molecule"
-wait "$molecule_pid"
+wait "$molecule_pid" || true
 cat "$mlog"
-read -r molecule_rc molecule_s <.cache/molecule-stage.rc
+molecule_rc=1
+molecule_s="?"
+if [ -f .cache/molecule-stage.rc ]; then
+  read -r molecule_rc molecule_s <.cache/molecule-stage.rc
+fi
 if [ "$molecule_rc" -eq 0 ]; then
   echo "== make test: molecule took ${molecule_s}s (beside the other stages)"
 else

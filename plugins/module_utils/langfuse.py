@@ -64,7 +64,7 @@ def validate(settings):
         if tag is None or (tag != "digest" and UNPINNED_TAG_RE.match(tag)):
             errors.append("langfuse_%s: %r is not pinned to a version (use e.g. :4.16.0, never :4 or :latest)"
                           % (key, settings.get(key)))
-    address = value_checks.ip_address(settings.get("bind_address"))
+    address = value_checks.ip_address(settings.get("bind_address"), strip=False)
     if address is None:
         errors.append("langfuse_bind_address: %r is not an IP address (the host needs an address on langfuse_vlan "
                       "in llmstack_interfaces, or set langfuse_bind_address)" % (settings.get("bind_address"),))
@@ -97,7 +97,7 @@ def validate(settings):
 
 
 def _hostport(address, port):
-    ip = value_checks.ip_address(address)
+    ip = value_checks.ip_address(address, strip=False)
     return "[%s]:%s" % (address, port) if ip is not None and ip.version == 6 else "%s:%s" % (address, port)
 
 

@@ -48,9 +48,14 @@ def _network(value):
         return None
 
 
+def _address(value):
+    """An IP address as written (surrounding whitespace refused: the value goes into the config as it is)."""
+    return value_checks.ip_address(value, strip=False)
+
+
 def _unspecified(address):
     """True for 0.0.0.0 and ::, the addresses that listen everywhere."""
-    ip = value_checks.ip_address(address)
+    ip = _address(address)
     return ip is not None and ip.is_unspecified
 
 
@@ -66,7 +71,7 @@ def _absolute(value):
 
 def _host_port(host, port):
     """``127.0.0.1:4000``; ``[::1]:4000`` for IPv6."""
-    address = value_checks.ip_address(host)
+    address = _address(host)
     if address is not None and address.version == 6:
         return "[%s]:%s" % (host, port)
     return "%s:%s" % (host, port)
@@ -88,13 +93,13 @@ def validate(settings):
                       "interface on tls_proxy_vlans)")
     else:
         for address in listen:
-            if value_checks.ip_address(address) is None:
+            if _address(address) is None:
                 errors.append("tls_proxy_listen_addresses: %r is not an IP address" % (address,))
     if value_checks.as_port(settings.get("port")) is None:
         errors.append("tls_proxy_port: %r is not a TCP port (1-65535)" % (settings.get("port"),))
 
     upstream = settings.get("upstream_host")
-    if not isinstance(upstream, str) or not (value_checks.ip_address(upstream) or NAME_RE.match(upstream)):
+    if not isinstance(upstream, str) or not (_address(upstream) or NAME_RE.match(upstream)):
         errors.append("tls_proxy_upstream_host: %r is not an address or host name" % (upstream,))
     if value_checks.as_port(settings.get("upstream_port")) is None:
         errors.append("tls_proxy_upstream_port: %r is not a TCP port (1-65535)" % (settings.get("upstream_port"),))
@@ -104,7 +109,7 @@ def validate(settings):
         errors.append("tls_proxy_server_names: must be a list of DNS names")
         names = []
     for name in names:
-        if not isinstance(name, str) or not NAME_RE.match(name) or value_checks.ip_address(name) is not None:
+        if not isinstance(name, str) or not NAME_RE.match(name) or _address(name) is not None:
             errors.append("tls_proxy_server_names: %r is not a DNS name (addresses go in tls_proxy_listen_addresses)"
                           % (name,))
 
@@ -161,10 +166,10 @@ def validate(settings):
                       "must never listen on the network)" % (settings.get("caddy_admin"),))
     metrics = settings.get("metrics_listen_address")
     if metrics not in (None, ""):
-        if value_checks.ip_address(metrics) is None:
+        if _address(metrics) is None:
             errors.append("tls_proxy_metrics_listen_address: %r is not an IP address ('' turns the metrics listener "
                           "off)" % (metrics,))
-        elif value_checks.ip_address(metrics).is_unspecified:
+        elif _address(metrics).is_unspecified:
             errors.append("tls_proxy_metrics_listen_address: %r listens everywhere; give the address on the "
                           "monitoring VLAN" % (metrics,))
         if value_checks.as_port(settings.get("metrics_port")) is None:

@@ -61,12 +61,13 @@ def as_port(value, lowest=1):
     return number
 
 
-def ip_address(value):
-    """The ``ipaddress`` object of an IPv4/IPv6 address given as text; None for names and anything else."""
+def ip_address(value, strip=True):
+    """The ``ipaddress`` object of an IPv4/IPv6 address given as text; None for names and anything else.
+    ``strip=False`` refuses surrounding whitespace too (for a value written into a config as it is)."""
     if not isinstance(value, str):
         return None
     try:
-        return ipaddress.ip_address(value.strip())
+        return ipaddress.ip_address(value.strip() if strip else value)
     except ValueError:
         return None
 

@@ -83,6 +83,8 @@ def test_a_missing_secret_is_named():
     ({"minio_image": "cgr.dev/chainguard/minio:latest"}, "langfuse_minio_image: 'cgr.dev/chainguard/minio:latest'"),
     ({"redis_image": "localhost:5000/redis"}, "langfuse_redis_image: 'localhost:5000/redis' is not pinned"),
     ({"bind_address": ""}, "langfuse_bind_address: '' is not an IP address"),
+    # Written into the compose file as it is: surrounding whitespace would make a broken port binding.
+    ({"bind_address": " 192.0.2.14"}, "langfuse_bind_address: ' 192.0.2.14' is not an IP address"),
     ({"port": 0}, "langfuse_port: 0 is not a TCP port"),
     ({"s3_port": 3000}, "langfuse_s3_port: the same port as langfuse_port"),
     ({"org_id": "my org"}, "langfuse_init_org_id: 'my org' must be"),

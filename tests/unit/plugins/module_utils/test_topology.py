@@ -261,10 +261,13 @@ def test_each_gpu_vm_carries_its_node_disk_and_api_for_the_guests_stage_without_
                          "gpu_vm_storage": "local-zfs", "gpu_vm_disk_gib": 128, "gpu_vm_disk_options": "ssd=1",
                          "gpu_vm_api_host": "pve.example.org", "gpu_vm_api_port": 8006,
                          "gpu_vm_api_user": "automation@pve", "gpu_vm_api_token_id": "llmstack",
-                         "gpu_vm_api_validate_certs": True}}
+                         "gpu_vm_api_validate_certs": True,
+                         # Were the secrets in the settings, they would still stay out of the topology.
+                         "gpu_vm_api_password": "pw-0123456789", "gpu_vm_api_token_secret": "ts-0123456789"}}
     topo, _problems = topology.build(m, settings)
     assert topo["hosts"]["vm-1"]["vm"] == {
         "node": "pve-a", "pve_node": "pve-a", "vmid": 120, "storage": "local-zfs", "disk_gib": 128,
         "disk_options": "ssd=1", "api": {"host": "pve.example.org", "port": 8006, "user": "automation@pve",
                                          "token_id": "llmstack", "validate_certs": True}}
-    assert "secret" not in str(topo["hosts"]["vm-1"]) and "vm" not in topo["hosts"]["pve-a"]
+    assert "0123456789" not in str(topo) and "vm" not in topo["hosts"]["pve-a"]
+    assert not [n for n in topology.ROLE_SETTINGS["gpu_vm"] if "password" in n or "secret" in n]
