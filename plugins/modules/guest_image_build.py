@@ -26,6 +26,7 @@ author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
   - pvegpu.llmstack.attributes
+  - pvegpu.llmstack.attributes.host
 options:
   settings:
     description:
@@ -58,10 +59,6 @@ options:
     type: bool
     default: false
 attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
   platform:
     platforms: debian
 requirements:
