@@ -116,9 +116,10 @@ MOLECULE_JOBS ?= 3
 molecule: link image
 	MOLECULE_JOBS=$(MOLECULE_JOBS) tools/run-molecule.sh $(MOLECULE_SCENARIOS)
 
-# Each test file stays on one worker (the lab test brings the lab up and down once).
+# Each test file stays on one worker (the lab test brings the lab up and down once); the 40 slowest steps are
+# printed, to see where the stage spends its time.
 integration: link image
-	$(call PYTEST,tests/integration -q -n 2 --dist loadfile)
+	$(call PYTEST,tests/integration -q -n 2 --dist loadfile --durations=40)
 
 bench: link
 	$(PY) tools/bench.py
