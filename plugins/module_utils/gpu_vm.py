@@ -20,7 +20,7 @@ import re
 
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import hostpci as hostpci_utils
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_vm
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology, value_checks
 
 MAX_NETS = 32
 HUGEPAGE_MODES = ("auto", "none", "2", "1024", "any")
@@ -32,12 +32,8 @@ SETTINGS = ("machine", "cores", "sockets", "memory_mib", "storage", "disk_gib", 
             "allow_shared_group", "numa_pin", "numa_node", "hugepages", "nic_model", "nic_firewall", "extra_config")
 
 
-class GpuVmError(ValueError):
+class GpuVmError(value_checks.SettingsProblems):
     """Problems that stop the plan: ``problems`` is a list of messages naming the variable."""
-
-    def __init__(self, problems):
-        ValueError.__init__(self, "; ".join(problems))
-        self.problems = problems
 
 
 def _gpus_by_slot(pci):

@@ -40,12 +40,8 @@ EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 UNPINNED_TAG_RE = re.compile(r"^(latest|main|stable|[0-9]+)$")
 
 
-class LangfuseError(ValueError):
+class LangfuseError(value_checks.SettingsProblems):
     """Bad input; ``errors`` lists every problem, each naming the variable."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        ValueError.__init__(self, "; ".join(self.errors))
 
 
 def _tag(image):

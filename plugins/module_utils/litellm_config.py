@@ -32,12 +32,8 @@ GROUP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
 ROUTER_INT_KEYS = ("num_retries", "allowed_fails", "cooldown_time", "retry_after")
 
 
-class LitellmConfigError(ValueError):
+class LitellmConfigError(value_checks.SettingsProblems):
     """Bad input; ``errors`` lists every problem, each naming the variable."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        ValueError.__init__(self, "; ".join(self.errors))
 
 
 def env_name(prefix, host):

@@ -27,12 +27,8 @@ NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 GROUP_ROLES = ("gpu_vms", "llm_gateways", "observability")
 
 
-class MonitoringError(ValueError):
+class MonitoringError(value_checks.SettingsProblems):
     """Bad input; ``errors`` lists every problem, each naming the host and variable."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        ValueError.__init__(self, "; ".join(self.errors))
 
 
 def seconds(duration):

@@ -33,12 +33,8 @@ CADDY_ADMIN_RE = re.compile(r"^(off|(localhost|127\.0\.0\.1|\[::1\]):[0-9]{1,5}|
 SIZE_MB_MAX = 4096
 
 
-class TlsProxyError(ValueError):
+class TlsProxyError(value_checks.SettingsProblems):
     """Bad input; ``errors`` lists every problem, each naming the variable."""
-
-    def __init__(self, errors):
-        self.errors = list(errors)
-        ValueError.__init__(self, "; ".join(self.errors))
 
 
 def _network(value):

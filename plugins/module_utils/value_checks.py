@@ -100,3 +100,14 @@ def type_name(value):
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
              dict: "a mapping", type(None): "null"}
     return names.get(type(value), type(value).__name__)
+
+
+class SettingsProblems(ValueError):
+    """Bad settings: ``problems`` lists every problem found, each naming the variable (``errors`` is the same list,
+    the name some callers use). The roles' planning and rendering code raises its own subclass of this, so that
+    every module reports it the same way (module_utils/render_module.py)."""
+
+    def __init__(self, problems):
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.errors = self.problems
+        ValueError.__init__(self, "; ".join(self.problems))

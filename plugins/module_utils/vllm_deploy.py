@@ -28,8 +28,8 @@ HEALTH_PROBE = ("import http.client, sys; c = http.client.HTTPConnection('127.0.
                 "c.request('GET', '/health'); sys.exit(0 if c.getresponse().status == 200 else 1)")
 
 
-class DeployError(ValueError):
-    pass
+class DeployError(value_checks.SettingsProblems):
+    """A service or setting the deployment cannot be written for (raised with one message)."""
 
 
 def check_image(image):

@@ -125,10 +125,8 @@ MODEL_KEYS = ("name", "model", "dtype", "quantization", "bits", "kv_cache_dtype"
               "config_json")
 
 
-class PlanError(ValueError):
-    def __init__(self, problems):
-        ValueError.__init__(self, "; ".join(problems))
-        self.problems = problems
+class PlanError(value_checks.SettingsProblems):
+    """Problems that stop the plan: ``problems`` lists them, each naming the model or variable."""
 
 
 def catalog_entry(model):

@@ -132,7 +132,18 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm, render_module
+
+
+def build(params):
+    vm = params["vm"]
+    missing = [k for k in ("name", "node") if not vm.get(k)]
+    if missing:
+        raise gpu_vm.GpuVmError(["vm: needs %s" % ", ".join(missing)])
+    vm.setdefault("pve_node", vm["node"])
+    result = gpu_vm.plan(vm, params["node_vms"], params["pci"], params["vlans"], params["settings"])
+    result["notices"] = result.pop("warnings")
+    return result
 
 
 def main():
@@ -146,21 +157,9 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    vm = params["vm"]
-    missing = [k for k in ("name", "node") if not vm.get(k)]
-    if missing:
-        module.fail_json(msg="vm: needs %s" % ", ".join(missing))
-    vm.setdefault("pve_node", vm["node"])
-    try:
-        result = gpu_vm.plan(vm, params["node_vms"], params["pci"], params["vlans"], params["settings"])
-    except gpu_vm.GpuVmError as exc:
-        module.fail_json(msg="VM %s on %s: %s" % (vm["name"], vm["node"], "; ".join(exc.problems)),
-                         problems=exc.problems)
-    notices = result.pop("warnings")
-    for notice in notices:
-        module.warn("VM %s: %s" % (vm["name"], notice))
-    module.exit_json(changed=False, notices=notices, **result)
+    vm = module.params["vm"]
+    render_module.run(module, "VM %s on %s" % (vm.get("name"), vm.get("node")), build, warnings="notices",
+                      warning_prefix="VM %s: " % vm.get("name"))
 
 
 if __name__ == "__main__":

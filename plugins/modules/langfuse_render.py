@@ -69,21 +69,17 @@ secret_env:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import langfuse
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import langfuse, render_module
+
+
+def build(params):
+    return {"compose": langfuse.compose(params["settings"]),
+            "secret_env": dict((name, list(keys)) for name, keys in langfuse.SECRET_ENV.items())}
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(settings=dict(type="dict", required=True)),
-        supports_check_mode=True,
-    )
-    try:
-        project = langfuse.compose(module.params["settings"])
-    except langfuse.LangfuseError as exc:
-        module.fail_json(msg="langfuse: %d problem(s): %s" % (len(exc.errors), "; ".join(exc.errors)),
-                         problems=exc.errors)
-    module.exit_json(changed=False, compose=project,
-                     secret_env=dict((name, list(keys)) for name, keys in langfuse.SECRET_ENV.items()))
+    module = AnsibleModule(argument_spec=dict(settings=dict(type="dict", required=True)), supports_check_mode=True)
+    render_module.run(module, "langfuse", build)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,14 @@ groups:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config, render_module
+
+
+def build(params):
+    built = litellm_config.build(params["data"])
+    return {"config": built["config"], "env": built["env"], "groups": built["groups"],
+            "vllm_key_hosts": built["vllm_key_hosts"], "key_env": built["key_env"],
+            "compose": litellm_config.compose(params["compose"])}
 
 
 def main():
@@ -102,16 +109,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    try:
-        built = litellm_config.build(module.params["data"])
-        project = litellm_config.compose(module.params["compose"])
-    except litellm_config.LitellmConfigError as exc:
-        module.fail_json(msg="litellm: %d problem(s): %s" % (len(exc.errors), "; ".join(exc.errors)),
-                         problems=exc.errors)
-    except KeyError as exc:
-        module.fail_json(msg="litellm_render: missing setting %s" % exc)
-    module.exit_json(changed=False, config=built["config"], env=built["env"], groups=built["groups"],
-                     vllm_key_hosts=built["vllm_key_hosts"], key_env=built["key_env"], compose=project)
+    render_module.run(module, "litellm", build)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,30 @@ compose:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import monitoring
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import monitoring, render_module
+
+
+def build(params):
+    hosts = params["hosts"] if params["hosts"] is not None else monitoring.hosts_from_topology(params["topology"])
+    errors = []
+    result = {}
+    builders = (
+        ("jobs", monitoring.jobs_from_inventory, (hosts, params["groups"], params["settings"])),
+        ("alertmanager", monitoring.alertmanager_config, (params["settings"].get("alertmanager") or {},)),
+        ("compose", monitoring.compose, (params["compose"],)),
+    )
+    # Every builder runs, so that one failure names the problems of all three.
+    for key, build_part, args in builders:
+        try:
+            result[key] = build_part(*args)
+        except monitoring.MonitoringError as exc:
+            errors.extend(exc.problems)
+    if errors:
+        raise monitoring.MonitoringError(errors)
+    result["prometheus"] = monitoring.prometheus_config(result["jobs"], params["settings"])
+    # Grafana reaches Prometheus inside the compose project.
+    result["grafana"] = monitoring.grafana_provisioning("http://prometheus:9090")
+    return result
 
 
 def main():
@@ -102,30 +125,7 @@ def main():
         required_one_of=[("topology", "hosts")],
         mutually_exclusive=[("topology", "hosts")],
     )
-    params = module.params
-    hosts = params["hosts"] if params["hosts"] is not None else monitoring.hosts_from_topology(params["topology"])
-    errors = []
-    result = {}
-    builders = (
-        ("jobs", monitoring.jobs_from_inventory, (hosts, params["groups"], params["settings"])),
-        ("alertmanager", monitoring.alertmanager_config, (params["settings"].get("alertmanager") or {},)),
-        ("compose", monitoring.compose, (params["compose"],)),
-    )
-    for key, build, args in builders:
-        try:
-            result[key] = build(*args)
-        except monitoring.MonitoringError as exc:
-            errors.extend(exc.errors)
-    if not errors:
-        try:
-            result["prometheus"] = monitoring.prometheus_config(result["jobs"], params["settings"])
-        except monitoring.MonitoringError as exc:
-            errors.extend(exc.errors)
-    if errors:
-        module.fail_json(msg="monitoring: %d problem(s): %s" % (len(errors), "; ".join(errors)), problems=errors)
-    # Grafana reaches Prometheus inside the compose project.
-    result["grafana"] = monitoring.grafana_provisioning("http://prometheus:9090")
-    module.exit_json(changed=False, **result)
+    render_module.run(module, "monitoring", build)
 
 
 if __name__ == "__main__":

@@ -79,20 +79,12 @@ certificate_addresses:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import tls_proxy
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import render_module, tls_proxy
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(settings=dict(type="dict", required=True)),
-        supports_check_mode=True,
-    )
-    try:
-        rendered = tls_proxy.render(module.params["settings"])
-    except tls_proxy.TlsProxyError as exc:
-        module.fail_json(msg="tls_proxy: %d problem(s): %s" % (len(exc.errors), "; ".join(exc.errors)),
-                         problems=exc.errors)
-    module.exit_json(changed=False, **rendered)
+    module = AnsibleModule(argument_spec=dict(settings=dict(type="dict", required=True)), supports_check_mode=True)
+    render_module.run(module, "tls_proxy", lambda params: tls_proxy.render(params["settings"]))
 
 
 if __name__ == "__main__":

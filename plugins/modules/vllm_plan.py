@@ -102,7 +102,16 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import vllm_plan
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import render_module, vllm_plan
+
+
+def build(params):
+    problems = ["gpus[%d]: needs index and memory_mib" % index for index, gpu in enumerate(params["gpus"])
+                if gpu.get("index") is None or not gpu.get("memory_mib")]
+    if problems:
+        raise vllm_plan.PlanError(problems)
+    result = vllm_plan.plan(params["gpus"], params["models"], params["topology"], params["gpu_memory_utilization"])
+    return {"services": result["services"], "plan_warnings": result["warnings"]}
 
 
 def main():
@@ -115,18 +124,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    for index, gpu in enumerate(params["gpus"]):
-        if gpu.get("index") is None or not gpu.get("memory_mib"):
-            module.fail_json(msg="gpus[%d]: needs index and memory_mib" % index)
-    try:
-        result = vllm_plan.plan(params["gpus"], params["models"], params["topology"],
-                                params["gpu_memory_utilization"])
-    except vllm_plan.PlanError as exc:
-        module.fail_json(msg="vllm_plan: %s" % "; ".join(exc.problems), problems=exc.problems)
-    for warning in result["warnings"]:
-        module.warn(warning)
-    module.exit_json(changed=False, services=result["services"], plan_warnings=result["warnings"])
+    render_module.run(module, "vllm_plan", build, warnings="plan_warnings")
 
 
 if __name__ == "__main__":

@@ -74,7 +74,16 @@ ports:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import vllm_deploy
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import render_module, vllm_deploy
+
+
+def build(params):
+    if params["method"] == "compose":
+        result = {"compose": vllm_deploy.compose(params["services"], params["settings"]), "units": {}}
+    else:
+        result = {"compose": {}, "units": vllm_deploy.systemd_units(params["services"], params["settings"])}
+    result["ports"] = dict((s["name"], s["port"]) for s in params["services"])
+    return result
 
 
 def main():
@@ -86,16 +95,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    try:
-        if params["method"] == "compose":
-            result = {"compose": vllm_deploy.compose(params["services"], params["settings"]), "units": {}}
-        else:
-            result = {"compose": {}, "units": vllm_deploy.systemd_units(params["services"], params["settings"])}
-    except (vllm_deploy.DeployError, KeyError) as exc:
-        module.fail_json(msg="vllm_render: %s" % exc)
-    result["ports"] = dict((s["name"], s["port"]) for s in params["services"])
-    module.exit_json(changed=False, **result)
+    render_module.run(module, "vllm_render", build)
 
 
 if __name__ == "__main__":
