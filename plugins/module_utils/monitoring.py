@@ -307,7 +307,7 @@ def alertmanager_config(settings):
             {"source_matchers": ['severity="critical"', 'gpu=~".+"'], "target_matchers": ['severity="warning"'],
              "equal": ["host", "gpu"]},
             {"source_matchers": ['alertname="VllmDown"'],
-             "target_matchers": ['alertname=~"VllmKvCacheNearlyFull|VllmRequestsQueueing"'],
+             "target_matchers": ['alertname=~"VllmKvCacheNearlyFull|VllmKvCacheFullAndRising|VllmRequestsQueueing"'],
              "equal": ["host", "model"]},
         ],
     }

@@ -72,8 +72,11 @@ def test_every_alert_is_tested_firing_and_not_firing():
 @pytest.mark.parametrize("rule_file, before, after", [
     ("gpu.yml", "DCGM_FI_DEV_GPU_TEMP > 85", "DCGM_FI_DEV_GPU_TEMP > 86"),
     ("gpu.yml", "DCGM_FI_DEV_GPU_TEMP >= 90", "DCGM_FI_DEV_GPU_TEMP > 90"),
-    ("vllm.yml", ") > 0.9", ") >= 0.9"),
+    ("vllm.yml", ") > 0.9\n        for: 5m", ") >= 0.9\n        for: 5m"),
     ("hosts.yml", "for: 2m", "for: 5m"),
+    ("gpu.yml", "DCGM_FI_DEV_GPU_UTIL < 5", "DCGM_FI_DEV_GPU_UTIL <= 5"),
+    ("gpu.yml", "increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[1h]) > 10", "increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[1h]) > 11"),
+    ("vllm.yml", "> 0.05 / 60", "> 0.03 / 60"),
 ])
 def test_moving_a_threshold_fails_the_tests(promtool, tmp_path, rule_file, before, after):
     rules_dir = tmp_path / "roles" / "monitoring" / "files" / "rules"
@@ -105,3 +108,6 @@ def test_every_dcgm_field_the_rules_use_is_in_our_counters_csv():
     assert used and used - listed == set()
     # The fields seed 000's burn-in verdicts need and dcgm-exporter's default list leaves out.
     assert {"DCGM_FI_DEV_POWER_VIOLATION", "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"} <= listed
+    # Seed 002's fabric alerts: the NVLink error counters, left out of dcgm-exporter's default list as well.
+    assert {"DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+            "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL", "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL"} <= used
