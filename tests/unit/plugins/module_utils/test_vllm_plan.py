@@ -216,3 +216,24 @@ def test_wrong_types_are_problems_not_exceptions(changes, fragment):
 def test_numbers_given_as_digit_strings_are_used_as_numbers():
     planned = vllm_plan.plan(RTX3090, [dict(PLATFORM_A[0], max_model_len="4096", gpus=["0"], bits="4")])
     assert planned["services"][0]["max_model_len"] == 4096 and planned["services"][0]["gpus"] == [0]
+
+
+@pytest.mark.parametrize("host, gpus, topology", [
+    ("gpu-3090", RTX3090, "topo-platform-a.txt"), ("gpu-v100", V100, None)])
+def test_the_example_inventory_is_accepted_by_the_planner(host, gpus, topology):
+    """inventories/example places the seeds' models on the seeds' GPUs: every model there must be one the planner
+    knows (a public repository in its catalog) and that fits where the inventory puts it."""
+    import yaml
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "inventories", "example", "host_vars",
+                        host + ".yml")
+    with open(path) as handle:
+        models = yaml.safe_load(handle)["vllm_models"]
+    services = by_name(vllm_plan.plan(gpus, models, topo(topology) if topology else None))
+    assert sorted(services) == sorted(model["name"] for model in models)
+    for model in models:
+        entry = vllm_plan.catalog_entry(model["model"])
+        # A repository the catalog names in full (owner/name), not only a name that matches after the owner.
+        assert entry is not None and model["model"].lower() in [
+            name.lower() for name in [entry["model"]] + entry.get("aliases", []) if "/" in name], model["model"]
+        assert services[model["name"]]["gpus"] == model["gpus"]
+        assert services[model["name"]]["estimates"]["concurrency_at_max_len"] >= 1, model["name"]
