@@ -29,6 +29,11 @@ _PROMETHEUS_UNITS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 _EMAIL = re.compile(r"^[A-Za-z0-9!#$%&'*+/=?^_`|~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`|~-]+)*"
                     r"@([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Directories a removal (``<role>_state: absent`` with ``<role>_purge``) must never take, even when a role's
+# ``<role>_dir`` points there by mistake.
+SYSTEM_DIRS = frozenset(["/etc/systemd", "/etc/default", "/etc/apt", "/etc/ssh", "/usr/local", "/usr/lib", "/usr/share",
+                         "/var/lib", "/var/log", "/var/cache", "/var/lib/docker", "/var/lib/vz", "/var/spool",
+                         "/var/tmp"])
 
 
 def as_int(value):
@@ -111,3 +116,20 @@ class SettingsProblems(ValueError):
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.errors = self.problems
         ValueError.__init__(self, "; ".join(self.problems))
+
+
+def removable_dir_problems(variable, path):
+    """Why ``path`` is not a directory a role may remove with everything in it (an empty list when it is): it must
+    be absolute, at least two levels deep, without empty, '.' or '..' components, and neither a home directory nor
+    a system directory (SYSTEM_DIRS). One trailing slash is allowed. ``variable`` names it in the message."""
+    example = "/opt/%s" % variable[:-4] if variable.endswith("_dir") else "/opt/<service>"
+    wanted = ("%s: %s is not a directory this collection would remove: an absolute path at least two levels deep, "
+              "without '.' or '..', that is not a home or system directory (e.g. %s)")
+    if not isinstance(path, str):
+        return [wanted % (variable, "%s (%s)" % (path, type_name(path)), example)]
+    trimmed = path[:-1] if path.endswith("/") else path
+    parts = trimmed.split("/")
+    if (not trimmed.startswith("/") or len(parts) < 3 or any(part in ("", ".", "..") for part in parts[1:])
+            or (len(parts) == 3 and parts[1] == "home") or trimmed in SYSTEM_DIRS):
+        return [wanted % (variable, repr(path), example)]
+    return []

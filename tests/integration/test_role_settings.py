@@ -1,5 +1,7 @@
 """Issue 20: bad values in the vllm, litellm and monitoring roles stop the run at the role's first check, with
 a message naming the variable, before any change; `1m30s` (a valid Prometheus duration) is accepted and rendered.
+Issue 21: a removal (langfuse_state absent with langfuse_purge) whose directory is /etc/ssh is refused, naming
+langfuse_dir.
 
 One ansible-playbook run in check mode on this machine (connection local), one host per case, a few seconds.
 The messages are matched on the variable name and the bad value, not copied from the code.
@@ -36,6 +38,9 @@ def inventory(tmp_path):
                             monitoring_interval="90 seconds", monitoring_dir=str(tmp_path / "mon"),
                             monitoring_groups=GROUPS),
         }},
+        "removals": {"hosts": {
+            "lf-gone": dict(local, langfuse_state="absent", langfuse_purge=True, langfuse_dir="/etc/ssh"),
+        }},
         "llm_gateways": {"hosts": {
             "gw-bad": dict(local, litellm_dir=str(tmp_path / "gw"), litellm_bind_address="gateway.lan",
                            litellm_port=70000, litellm_cooldown_time="30", litellm_langfuse_group=""),
@@ -46,7 +51,7 @@ def inventory(tmp_path):
 PLAY = """
 # One play (a play whose hosts all failed would end the run before the next play).
 - name: Each role's checks with bad values, and monitoring's render with 1m30s
-  hosts: vm-bad:gw-bad:mon-ok:mon-bad
+  hosts: vm-bad:gw-bad:mon-ok:mon-bad:lf-gone
   gather_facts: false
   tasks:
     - name: The vllm role
@@ -57,6 +62,10 @@ PLAY = """
       ansible.builtin.include_role:
         name: pvegpu.llmstack.litellm
       when: inventory_hostname == 'gw-bad'
+    - name: The langfuse role, taking its directory away
+      ansible.builtin.include_role:
+        name: pvegpu.llmstack.langfuse
+      when: inventory_hostname == 'lf-gone'
     - name: Monitoring validate
       ansible.builtin.include_role:
         name: pvegpu.llmstack.monitoring
@@ -88,9 +97,9 @@ def test_bad_values_are_named_before_any_change_and_1m30s_is_accepted(tmp_path):
                 if result.get("failed"):
                     failures[host] = (task["task"]["name"], result.get("msg"))
     stats = report["stats"]
-    for host in ("vm-bad", "gw-bad", "mon-bad"):
+    for host in ("vm-bad", "gw-bad", "mon-bad", "lf-gone"):
         assert stats[host]["failures"] == 1 and stats[host]["changed"] == 0, stats[host]
-    assert set(failures) == {"vm-bad", "gw-bad", "mon-bad"}, failures
+    assert set(failures) == {"vm-bad", "gw-bad", "mon-bad", "lf-gone"}, failures
 
     # The first check of each role stops the run, before anything is read or written.
     task, messages = failures["vm-bad"]
@@ -108,6 +117,10 @@ def test_bad_values_are_named_before_any_change_and_1m30s_is_accepted(tmp_path):
     assert "litellm_bind_address: 'gateway.lan'" in text and "litellm_port: 70000" in text
     assert "litellm_cooldown_time" not in text                                   # a digit string is a number
     assert not (tmp_path / "gw").exists()
+
+    task, message = failures["lf-gone"]
+    assert task.split(" : ")[-1].startswith("Check the directory to take away"), task
+    assert message.startswith("langfuse_dir: '/etc/ssh' is not a directory this collection would remove"), message
 
     task, message = failures["mon-bad"]
     assert "monitoring_gpu_interval: '30s1m'" in message and "monitoring_interval: '90 seconds'" in message

@@ -46,3 +46,18 @@ def test_not_prometheus_durations(text):
                                       (None, False), ("a@b@example.org", False)])
 def test_email(text, ok):
     assert value_checks.is_email(text) is ok
+
+
+@pytest.mark.parametrize("path", ["/opt/llm-gateway", "/opt/llm-gateway/", "/srv/llmstack/langfuse", "/home/ops/vllm",
+                                  "/var/lib/llmstack", "/etc/llmstack"])
+def test_directories_a_removal_may_take(path):
+    assert value_checks.removable_dir_problems("litellm_dir", path) == []
+
+
+@pytest.mark.parametrize("path", ["/", "/opt", "/opt/", "opt/litellm", "./litellm", "/opt//litellm", "/opt/./litellm",
+                                  "/opt/../etc", "/opt/litellm/..", "/opt/litellm//", "/home/ops", "/home/ops/",
+                                  "/etc/ssh", "/etc/ssh/", "/var/lib", "/var/lib/docker", "/usr/local", "", None, 42,
+                                  ["/opt/litellm"]])
+def test_directories_a_removal_refuses_name_the_variable(path):
+    problems = value_checks.removable_dir_problems("litellm_dir", path)
+    assert len(problems) == 1 and problems[0].startswith("litellm_dir: ") and "(e.g. /opt/litellm)" in problems[0]
