@@ -474,8 +474,10 @@ def test_ansible_runner_as_awx_runs_it(awx_project):
     assert all(r["awx"] == expected_awx for r in lines[1:])
     tasks = [r for r in lines if r["event"] == "task"]
     assert tasks and {r["host"] for r in tasks} == {"lab-obs"}
-    # inventory_check publishes its facts to the host, then the role writes its files.
-    assert {r["role"] for r in tasks} == {"pvegpu.llmstack.inventory_check", "pvegpu.llmstack.langfuse"}
+    # inventory_check publishes its facts to the host, then the role (and the compose lifecycle it shares with the
+    # other service roles) writes its files.
+    assert {r["role"] for r in tasks} == {"pvegpu.llmstack.inventory_check", "pvegpu.llmstack.langfuse",
+                                          "pvegpu.llmstack.service_compose"}
     assert all(r["status"] == "changed" for r in tasks)
     # The task that generates and stores the secrets (secret_file, no_log) is recorded, its result censored.
     stored = [r for r in tasks if r["task"].startswith("Read back the secrets of an earlier run, generate the missing")]

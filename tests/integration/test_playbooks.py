@@ -1,6 +1,7 @@
 """The playbooks against the example inventory (syntax-check and listings only: its addresses are a real
 LAN's, never contacted) and the not-yet-implemented roles failing loudly instead of doing nothing."""
 
+import glob
 import os
 import re
 
@@ -10,8 +11,8 @@ EXAMPLE = os.path.join(ROOT, "inventories", "example")
 STAGES = ["pve_hosts", "gpu_vms", "guests", "inference", "gateway", "observability"]
 
 
-# Roles that other roles call (include_role) and no playbook lists, so they have no tag of their own.
-INTERNAL_ROLES = {"service_removal"}
+# Roles that other roles call (include_role/import_role) and no playbook lists, so they have no tag of their own.
+INTERNAL_ROLES = {"service_removal", "service_compose"}
 
 
 def roles():
@@ -26,8 +27,9 @@ def read(path):
 
 def test_internal_roles_are_called_by_the_roles_and_listed_by_no_playbook():
     for role in INTERNAL_ROLES:
-        callers = [d for d in os.listdir(os.path.join(ROOT, "roles")) if d != role and
-                   "pvegpu.llmstack.%s" % role in read(os.path.join(ROOT, "roles", d, "tasks", "main.yml"))]
+        callers = [d for d in os.listdir(os.path.join(ROOT, "roles")) if d != role and any(
+                   "pvegpu.llmstack.%s" % role in read(path)
+                   for path in glob.glob(os.path.join(ROOT, "roles", d, "tasks", "*.yml")))]
         assert callers, "%s is called by no role" % role
         for dirpath, _dirs, files in os.walk(os.path.join(ROOT, "playbooks")):
             for name in files:
