@@ -17,8 +17,7 @@ description:
     or written. Wrong types (a C(max_model_len) of C(lots)), ports out of range, an address that is not an IP
     address, and two models whose names map to the same compose service or systemd unit are refused.
   - The same plugin file holds C(litellm_settings_problems) (the litellm role's own variables, e.g.
-    C(litellm_bind_address), C(litellm_port), C(litellm_workers)), and C(removable_dir_problems) (a path and the
-    variable it comes from: why the directory is not one a removal may take, e.g. C(/etc/ssh) or C(/opt)).
+    C(litellm_bind_address), C(litellm_port), C(litellm_workers)).
   - Numbers may be given as strings of digits (INI inventories, C(-e key=value)); anything else is refused.
   - The logic is in plugins/module_utils/vllm_deploy.py and litellm_config.py (C(check_settings)).
 author:
@@ -48,7 +47,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config, value_checks, vllm_deploy
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config, vllm_deploy
 
 
 def _checked(function, settings):
@@ -65,12 +64,7 @@ def litellm_settings_problems(settings):
     return _checked(litellm_config.check_settings, settings)
 
 
-def removable_dir_problems(path, variable):
-    return value_checks.removable_dir_problems(variable, path)
-
-
 class FilterModule(object):
     def filters(self):
         return {"vllm_settings_problems": vllm_settings_problems,
-                "litellm_settings_problems": litellm_settings_problems,
-                "removable_dir_problems": removable_dir_problems}
+                "litellm_settings_problems": litellm_settings_problems}
