@@ -47,6 +47,22 @@ def mapping_name(prefix, pve_node, slot):
     return "%s-%s-%s" % (prefix, node, bus_dev)
 
 
+def config_mappings(config, prefix, pve_node):
+    """The PCI resource mappings a VM's config uses (``hostpciN: mapping=<name>,...``) that this collection made for
+    the node (named ``<prefix>-<node>-...``, as mapping_name makes them), sorted: what to remove after the VM, even
+    when the inventory no longer lists those GPUs. Mappings of other names are left alone."""
+    own = mapping_name(prefix, pve_node, "00:00")[:-len("00-00")]
+    names = set()
+    for key, value in (config or {}).items():
+        if not (isinstance(key, str) and re.match(r"^hostpci[0-9]+$", key) and isinstance(value, str)):
+            continue
+        for option in value.split(","):
+            name = option[len("mapping="):] if option.startswith("mapping=") else None
+            if name and name.startswith(own):
+                names.add(name)
+    return sorted(names)
+
+
 def _device_as_gpu(pci, slot):
     """A gpus-like entry for a non-GPU slot that joins a VM with its shared IOMMU group."""
     devices = (pci or {}).get("devices") or {}

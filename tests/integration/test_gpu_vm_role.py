@@ -110,10 +110,21 @@ def test_state_absent_destroys_only_its_vm_and_mappings_and_refuses_a_vm_of_anot
     path = inventory(tmp_path, labpve, trees)
     rc, report, err = run(path)
     assert rc == 0, (report["stats"], err[-2000:])
+    assert sorted(n for n in labpve.pci_mappings if n.startswith("llmstack-pve-a-")) == [
+        "llmstack-pve-a-41-00", "llmstack-pve-a-61-00"]
+    # The inventory no longer lists 61:00 when the VM is taken away: its mapping goes too (read from the VM's config),
+    # and a mapping the collection did not make stays.
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["children"]["gpu_vms"]["hosts"]["gpu-a"]["gpu_vm_gpus"] = ["0000:41:00"]
+    with open(path, "w") as handle:
+        yaml.safe_dump(data, handle)
+    labpve.pci_mappings["someone-elses"] = labpve.pci_mappings["llmstack-pve-a-61-00"]
     rc, report, err = run(path, "--limit", "gpu-a,pve-a", "-e", "gpu_vm_state=absent")
     assert rc == 0, (report["stats"], err[-2000:])
     assert sorted(vm.vmid for vm in labpve.vms) == [121]
     assert sorted(n for n in labpve.pci_mappings if n.startswith("llmstack-pve-a-")) == []
+    assert "someone-elses" in labpve.pci_mappings
     assert sorted(n for n in labpve.pci_mappings if n.startswith("llmstack-pve-b-")) == [
         "llmstack-pve-b-%s-00" % bus for bus in ("1a", "1b", "3d", "3e")]
     labpve.requests.clear()

@@ -154,3 +154,17 @@ def test_a_setting_left_out_is_named_not_defaulted_in_python(facts):
     del partial["cores"], partial["hugepages"]
     with pytest.raises(gpu_vm.GpuVmError, match=r"settings: missing cores, hugepages \(pass every gpu_vm_ setting"):
         gpu_vm.plan(vm(), [], facts["platform-a"], VLANS, partial)
+
+
+def test_config_mappings_are_the_collections_own_mappings_of_the_node():
+    config = {"hostpci0": "mapping=llmstack-pve-a-41-00,pcie=1,x-vga=1",
+              "hostpci1": "mapping=llmstack-pve-a-61-00,pcie=1",
+              "hostpci2": "0000:81:00,pcie=1",                           # a raw address: no mapping
+              "hostpci3": "mapping=someone-elses,pcie=1",                # not ours
+              "hostpci4": "mapping=llmstack-pve-b-41-00,pcie=1",         # ours, but of another node
+              "net0": "virtio,bridge=vmbr0,tag=20", "description": "mapping=llmstack-pve-a-99-00"}
+    assert gpu_vm.config_mappings(config, "llmstack", "pve-a") == ["llmstack-pve-a-41-00", "llmstack-pve-a-61-00"]
+    assert gpu_vm.config_mappings({}, "llmstack", "pve-a") == []
+    # The names config_mappings accepts are the ones mapping_name makes.
+    assert gpu_vm.config_mappings({"hostpci0": "mapping=%s" % gpu_vm.mapping_name("lab", "pve 1", "0000:41:00")},
+                                  "lab", "pve 1") == [gpu_vm.mapping_name("lab", "pve 1", "0000:41:00")]
