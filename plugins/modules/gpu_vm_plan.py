@@ -30,11 +30,31 @@ extends_documentation_fragment:
   - pvegpu.llmstack.attributes.plan
 options:
   vm:
-    description:
-      - "The VM: C(name) (inventory name), C(node) (inventory name of its PVE host), C(pve_node) (that host's
-        node name in PVE), C(gpus) (C(gpu_vm_gpus)), C(interfaces) (C(llmstack_interfaces))."
+    description: The VM.
     type: dict
     required: true
+    suboptions:
+      name:
+        description: Its inventory name.
+        type: str
+        required: true
+      node:
+        description: The inventory name of its PVE host.
+        type: str
+        required: true
+      pve_node:
+        description: That host's node name in PVE; O(vm.node) when not given.
+        type: str
+      gpus:
+        description: Its GPUs (C(gpu_vm_gpus)) - slots, or C({vendor_device, count}) entries.
+        type: list
+        elements: raw
+        default: []
+      interfaces:
+        description: Its addresses per VLAN (C(llmstack_interfaces)), C({vlan, address}).
+        type: list
+        elements: dict
+        default: []
   node_vms:
     description:
       - Every VM placed on the same host, in inventory order, as C({name, gpus}) (the topology's C(vm_plans) of
@@ -136,11 +156,7 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm, ren
 
 
 def build(params):
-    vm = params["vm"]
-    missing = [k for k in ("name", "node") if not vm.get(k)]
-    if missing:
-        raise gpu_vm.GpuVmError(["vm: needs %s" % ", ".join(missing)])
-    vm.setdefault("pve_node", vm["node"])
+    vm = dict(params["vm"], pve_node=params["vm"]["pve_node"] or params["vm"]["node"])
     result = gpu_vm.plan(vm, params["node_vms"], params["pci"], params["vlans"], params["settings"])
     result["notices"] = result.pop("warnings")
     return result
@@ -149,7 +165,13 @@ def build(params):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            vm=dict(type="dict", required=True),
+            vm=dict(type="dict", required=True, options=dict(
+                name=dict(type="str", required=True),
+                node=dict(type="str", required=True),
+                pve_node=dict(type="str"),
+                gpus=dict(type="list", elements="raw", default=[]),
+                interfaces=dict(type="list", elements="dict", default=[]),
+            )),
             node_vms=dict(type="list", elements="dict", default=[]),
             pci=dict(type="dict", required=True),
             vlans=dict(type="dict", default={}),
@@ -158,8 +180,8 @@ def main():
         supports_check_mode=True,
     )
     vm = module.params["vm"]
-    render_module.run(module, "VM %s on %s" % (vm.get("name"), vm.get("node")), build, warnings="notices",
-                      warning_prefix="VM %s: " % vm.get("name"))
+    render_module.run(module, "VM %s on %s" % (vm["name"], vm["node"]), build, warnings="notices",
+                      warning_prefix="VM %s: " % vm["name"])
 
 
 if __name__ == "__main__":
