@@ -90,7 +90,7 @@ def test_unimplemented_role_fails_clearly(tmp_path):
     rc, out, err = playbook("playbooks/network.yml", "-i", str(inventory), "--tags", "network_policy", "-e",
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
-    assert "pvegpu.llmstack.network_policy is not implemented yet (no issue filed yet); nothing was changed" in out, out
+    assert "pvegpu.llmstack.network_policy is not implemented yet (issue #23); nothing was changed" in out, out
 
 
 def test_the_shipped_ansible_cfg_checks_host_keys():
