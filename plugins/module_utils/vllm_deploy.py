@@ -5,7 +5,8 @@
 systemd unit per model (seed 001). Plain Python; the role's templates only print what this returns.
 
 Choices, each from the seeds or from vLLM's behaviour:
-- ports bound to ``bind_address`` (127.0.0.1 by default: seed 000 "listen on localhost only");
+- ports bound to ``bind_address``: the role passes the VM's inference-VLAN address (the gateway on another host
+  reaches vLLM there, behind the API key), 127.0.0.1 on a VM without one; 127.0.0.1 when the caller passes none;
 - the health check asks ``/health``, which fails once the engine is dead, not ``/v1/models``, which the API
   server keeps answering;
 - the API key reaches vLLM through the ``VLLM_API_KEY`` environment variable from a 0600 env file, never on

@@ -272,8 +272,9 @@ class Planner(object):
     # -- the model's numbers -----------------------------------------------------------------------------
     def resolve(self, index, spec):
         label = "model %s (%s)" % (spec.get("name") or "models[%d]" % index, spec.get("model") or "?")
-        passed_through = {"port", "lora_modules", "extra_args", "env", "image", "api_key", "revision",
-                          "served_model_name"}
+        # served_model_name is not one: the model is served as its name (--served-model-name <name>), the name the
+        # gateway routes to; accepting another one would be silently ignored.
+        passed_through = {"port", "lora_modules", "extra_args", "env", "image", "api_key", "revision"}
         unknown = sorted(set(spec) - set(MODEL_KEYS) - passed_through)
         if unknown:
             self.problems.append("%s: unknown keys %s" % (label, ", ".join(unknown)))

@@ -237,3 +237,12 @@ def test_the_example_inventory_is_accepted_by_the_planner(host, gpus, topology):
             name.lower() for name in [entry["model"]] + entry.get("aliases", []) if "/" in name], model["model"]
         assert services[model["name"]]["gpus"] == model["gpus"]
         assert services[model["name"]]["estimates"]["concurrency_at_max_len"] >= 1, model["name"]
+
+
+def test_served_model_name_is_refused_the_model_is_served_as_its_name():
+    """vllm_deploy serves every model as its name (the name the gateway routes to): a served_model_name would be
+    ignored without a word, so it is refused naming the model."""
+    with pytest.raises(vllm_plan.PlanError, match=r"model fast \(Qwen/Qwen2.5-7B-Instruct\): unknown keys "
+                                                  r"served_model_name"):
+        vllm_plan.plan(RTX3090, [{"name": "fast", "model": "Qwen/Qwen2.5-7B-Instruct", "gpus": [0],
+                                  "served_model_name": "qwen-7b"}])
