@@ -103,19 +103,21 @@ def parse_smi_csv(text):
 
     Returns ``{"samples": [{field: value}], "fields": [...], "skipped": N}``: numbers as floats (units dropped),
     ``clocks_event_reasons.active`` as an int bitmask, other fields as text, N/A as None."""
-    samples, fields, skipped = [], None, 0
+    samples, fields, skipped, row = [], None, 0, 0
     for raw in (text or "").splitlines():
         line = raw.strip()
         if not line or line.startswith("==="):
             continue
         cells = [cell.strip() for cell in line.split(",")]
         if re.match(r"^[a-z_]+(\.[a-z_.]+)?( \[.*\])?$", cells[0]) and not re.match(r"^[0-9]", cells[0]):
-            fields = [_field(cell) for cell in cells]
+            fields, row = [_field(cell) for cell in cells], 0
             continue
         if fields is None or len(cells) != len(fields):
             skipped += 1
             continue
-        sample = {}
+        # nvidia-smi prints one line per GPU in the same order each time: the line's place in its block is the GPU
+        # when the query has no index, bus id or UUID.
+        sample, row = {"_row": row}, row + 1
         for index, name in enumerate(fields):
             cell = cells[index]
             if name.startswith("clocks_event_reasons."):
@@ -132,7 +134,7 @@ def _gpu_key(sample):
     for key in ("pci.bus_id", "gpu_bus_id", "uuid", "index"):
         if sample.get(key) is not None:
             return str(sample[key]) if key != "index" else str(int(sample[key]))
-    return "0"
+    return str(sample.get("_row", 0))
 
 
 def summarise_smi(samples):
@@ -164,7 +166,7 @@ def summarise_smi(samples):
 # ---------------------------------------------------------------- gpu-burn
 
 _BURN_DEVICE = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Fa-f-]+)\)\s*$")
-_BURN_PROGRESS = re.compile(r"^\s*([0-9.]+)%\s+proc'd:(.*?)errors:(.*?)temps:(.*)$")
+_BURN_PROGRESS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)%\s+proc'd:(.*?)errors:(.*?)temps:(.*)$")
 _BURN_TESTED = re.compile(r"^\s*Tested (\d+) GPUs:\s*$")
 _BURN_RESULT = re.compile(r"^\s*GPU (\d+): (OK|FAULTY)\s*$")
 
@@ -220,11 +222,13 @@ _NVB_TITLE = re.compile(r"^(memcpy|memset)?\s*(CE|SM)\s+(.*?)\s+bandwidth \(GB/s
 
 
 def _nvb_value(cell):
-    return None if cell == "N/A" else float(cell)
+    """A matrix cell in GB/s; N/A (the diagonal, a pair without a path) and anything else that is not a number are
+    None."""
+    return float(cell) if re.match(r"^[0-9]+(?:\.[0-9]+)?$", cell) else None
 
 
 def parse_nvbandwidth(text):
-    """nvbandwidth's output (v0.2 to v0.8): for each test its matrix (rows and columns as printed, N/A as None) and
+    """nvbandwidth's output (v0.2 to v0.10): for each test its matrix (rows and columns as printed, N/A as None) and
     its SUM line: a matrix is named by the SUM line after it (``Running <test>.`` may be missing from a copied
     output, and v0.10's bidirectional tests print three matrices, each with its own SUM).
 
@@ -256,7 +260,7 @@ def parse_nvbandwidth(text):
             pending["matrix"][cells[0]] = dict((column, _nvb_value(cells[1 + i]))
                                                for i, column in enumerate(pending["columns"]) if 1 + i < len(cells))
             continue
-        match = re.match(r"^SUM (\S+) ([0-9.]+)$", line)
+        match = re.match(r"^SUM (\S+) ([0-9]+(?:\.[0-9]+)?)$", line)
         if match:
             name = match.group(1)
             # The matrix printed since the last SUM is this test's (v0.10's bidirectional tests print three, each
@@ -313,7 +317,8 @@ def parse_dcgmi_diag(text):
             continue
         result = cell.strip()
         tests[name]["results"].append(result)
-        outcome = re.sub(r"^GPU\s*[0-9]+:\s*", "", result).split()[0].lower().strip("-,")
+        words = re.sub(r"^GPU\s*[0-9]+:\s*", "", result).split()
+        outcome = words[0].lower().strip("-,") if words else ""
         if outcome.startswith("fail"):
             tests[name]["verdict"] = FAIL
             per_gpu = re.match(r"^GPU\s*([0-9]+):", result)                 # DCGM 4: "GPU0: Fail"
@@ -399,6 +404,20 @@ def evaluate(gpus, thresholds=None):
 
     Returns {"verdict", "gpus": {gpu: {"verdict", "rows": {row: {"value", "verdict"}}}}, "reasons": [...]}."""
     t = check_thresholds(thresholds)
+    problems = []
+    for gpu, data in sorted((gpus or {}).items()):
+        if not isinstance(data, dict):
+            problems.append("GPU %s: its measurements are %s, not a mapping" % (gpu, value_checks.type_name(data)))
+            continue
+        for key in ("steady_temperature_c", "throttled_percent", "power_capped_percent", "xid_errors",
+                    "pcie_replays"):
+            value = data.get(key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                problems.append("GPU %s: %s is %r, not a number" % (gpu, key, value))
+        if data.get("faulty", False) not in (True, False, None):
+            problems.append("GPU %s: faulty is %r, not true, false or null" % (gpu, data.get("faulty")))
+    if problems:
+        raise BurninError(problems)
     result = {"gpus": {}, "reasons": []}
     for gpu, data in sorted((gpus or {}).items()):
         rows = {}

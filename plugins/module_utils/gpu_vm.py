@@ -52,13 +52,15 @@ def config_mappings(config, prefix, pve_node):
     the node (named ``<prefix>-<node>-...``, as mapping_name makes them), sorted: what to remove after the VM, even
     when the inventory no longer lists those GPUs. Mappings of other names are left alone."""
     own = mapping_name(prefix, pve_node, "00:00")[:-len("00-00")]
+    # <prefix>-<node>-<bus>-<device> exactly: node pve-a must not take node pve-a-2's mappings.
+    ours = re.compile("^%s[0-9a-fA-F]{2}-[0-9a-fA-F]{2}$" % re.escape(own))
     names = set()
     for key, value in (config or {}).items():
         if not (isinstance(key, str) and re.match(r"^hostpci[0-9]+$", key) and isinstance(value, str)):
             continue
         for option in value.split(","):
             name = option[len("mapping="):] if option.startswith("mapping=") else None
-            if name and name.startswith(own):
+            if name and ours.match(name):
                 names.add(name)
     return sorted(names)
 

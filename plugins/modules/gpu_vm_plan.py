@@ -156,6 +156,9 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import gpu_vm, ren
 
 
 def build(params):
+    empty = [key for key in ("name", "node") if not params["vm"][key].strip()]
+    if empty:
+        raise gpu_vm.GpuVmError(["vm.%s: empty" % key for key in empty])
     vm = dict(params["vm"], pve_node=params["vm"]["pve_node"] or params["vm"]["node"])
     result = gpu_vm.plan(vm, params["node_vms"], params["pci"], params["vlans"], params["settings"])
     result["notices"] = result.pop("warnings")

@@ -74,7 +74,7 @@ def test_every_alert_is_tested_firing_and_not_firing():
     ("gpu.yml", "DCGM_FI_DEV_GPU_TEMP >= 90", "DCGM_FI_DEV_GPU_TEMP > 90"),
     ("vllm.yml", ") > 0.9\n        for: 5m", ") >= 0.9\n        for: 5m"),
     ("hosts.yml", "for: 2m", "for: 5m"),
-    ("gpu.yml", "DCGM_FI_DEV_GPU_UTIL < 5", "DCGM_FI_DEV_GPU_UTIL <= 5"),
+    ("gpu.yml", "(DCGM_FI_DEV_GPU_UTIL) < 5", "(DCGM_FI_DEV_GPU_UTIL) <= 5"),
     ("gpu.yml", "increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[1h]) > 10", "increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[1h]) > 11"),
     ("vllm.yml", "> 0.05 / 60", "> 0.03 / 60"),
 ])

@@ -238,3 +238,33 @@ def test_nvidia_smi_csv_recorded_on_an_h200_and_by_index():
     assert summary["00000000:5D:00.0"]["throttled_percent"] is None          # the log has no throttle reasons
     by_index = burnin.summarise_smi(burnin.parse_smi_csv(fixture("nvidia-smi-query-power-watch.csv"))["samples"])
     assert sorted(by_index) == [str(i) for i in range(7)] and by_index["4"]["max_temperature_c"] == 42
+
+
+def test_a_log_without_an_id_column_keeps_its_gpus_apart():
+    """nvidia-smi-query.csv (a GTX 1080 Ti and a GTX 1060, no index or bus id in the query): one GPU per line of
+    each block, not one GPU with both cards' samples."""
+    summary = burnin.summarise_smi(burnin.parse_smi_csv(fixture("nvidia-smi-query.csv"))["samples"])
+    assert sorted(summary) == ["0", "1"] and [summary[k]["samples"] for k in ("0", "1")] == [1, 1]
+    assert summary["0"]["name"] != summary["1"]["name"]
+
+
+@pytest.mark.parametrize("text", [
+    "| memory | GPU0: |\n",                                      # cut off after the GPU
+    "Running x.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n   0\n 0   -\n\nSUM x .\n",
+    "..%  proc'd: 1 (2 Gflop/s)   errors: 0   temps: 50 C\n",
+    "",
+])
+def test_cut_or_garbled_output_is_data_or_nothing_never_an_exception(text):
+    for parse in (burnin.parse_gpu_burn, burnin.parse_nvbandwidth, burnin.parse_dcgmi_diag, burnin.parse_vllm_bench,
+                  burnin.parse_smi_csv):
+        parse(text)
+    assert burnin.parse_nvbandwidth(text.replace("SUM x .", "SUM x 1.5")).get("tests", {}).get("x", {}).get(
+        "matrix", {"0": {"0": None}}) == {"0": {"0": None}}
+
+
+def test_measurements_of_the_wrong_type_are_named():
+    with pytest.raises(burnin.BurninError) as caught:
+        burnin.evaluate({"0": {"xid_errors": "3"}, "1": None, "2": {"faulty": "yes"}})
+    assert caught.value.problems == ["GPU 0: xid_errors is '3', not a number",
+                                     "GPU 1: its measurements are null, not a mapping",
+                                     "GPU 2: faulty is 'yes', not true, false or null"]

@@ -162,6 +162,7 @@ def test_config_mappings_are_the_collections_own_mappings_of_the_node():
               "hostpci2": "0000:81:00,pcie=1",                           # a raw address: no mapping
               "hostpci3": "mapping=someone-elses,pcie=1",                # not ours
               "hostpci4": "mapping=llmstack-pve-b-41-00,pcie=1",         # ours, but of another node
+              "hostpci5": "mapping=llmstack-pve-a-2-41-00,pcie=1",       # of node pve-a-2, not pve-a
               "net0": "virtio,bridge=vmbr0,tag=20", "description": "mapping=llmstack-pve-a-99-00"}
     assert gpu_vm.config_mappings(config, "llmstack", "pve-a") == ["llmstack-pve-a-41-00", "llmstack-pve-a-61-00"]
     assert gpu_vm.config_mappings({}, "llmstack", "pve-a") == []

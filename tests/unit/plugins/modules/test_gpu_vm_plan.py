@@ -40,3 +40,8 @@ def test_pve_node_defaults_to_the_inventory_node(tmp_path, sysfs_trees):
     result = run(tmp_path, vm=dict(vm, pve_node="pve1"), node_vms=[{"name": "gpu-a", "gpus": ["0000:41:00"]}],
                  pci=facts, settings=SETTINGS)
     assert [m["node"] for m in result["mappings"]] == ["pve1"]
+
+
+def test_an_empty_vm_name_is_refused(tmp_path):
+    result = run(tmp_path, vm={"name": " ", "node": "pve-a"}, pci={"gpus": []}, settings=SETTINGS)
+    assert result["failed"] and "vm.name: empty" in result["msg"], result
