@@ -83,9 +83,12 @@ link:
 	@ln -sfn ../../../.. $(COLLECTION_LINK)
 	@test -f $(COLLECTION_LINK)/galaxy.yml
 
+# The base images (debootstrap), then the lab's service images built from them (tests/harness/lab: Docker hosts,
+# LiteLLM from PyPI, Prometheus & co from Debian, the GPU stand-ins); each is rebuilt only when its sources change.
 image: apt
 	tools/build-image.sh
 	tools/build-image.sh --systemd
+	tools/build-lab-images.sh
 
 # ---------------------------------------------------------------- tests
 # Each stage's time is printed (CI's budget is 45 minutes on a fresh 2-core machine, setup included).

@@ -6,14 +6,23 @@ with ``data:`` SSE chunks and ``data: [DONE]``, ``stream_options.include_usage``
 ``vllm serve --api-key`` (401 otherwise) and 404 for a model it does not serve. Streams emit ``--tokens``
 chunks ``--cadence-ms`` apart, so a client can measure time to first token and the gaps through a proxy.
 Each content chunk names the upstream (``--name``), so tests can tell which deployment answered.
-``GET /stats`` returns how many completions it served.
+``GET /stats`` returns how many completions it served; ``GET /metrics`` a few of vLLM's own gauges and counters
+(``vllm:num_requests_running``, ``vllm:num_requests_waiting``, ``vllm:gpu_cache_usage_perc``,
+``vllm:request_success_total``), so Prometheus scrapes it as it scrapes vLLM.
 
     python tools/fake_vllm.py --port 18401 --served-model fast --name gpu-a --api-key KEY
+
+``--vllm-cli`` takes vLLM's own command line instead (what the lab's stand-in image and stand-in ``vllm`` executable
+are started with): ``[serve] [MODEL] [--model MODEL] [--served-model-name NAME] [--host H] [--port P] ...``, every
+other vLLM flag accepted and ignored, the key from ``--api-key`` or ``VLLM_API_KEY`` as vLLM reads it, host and port
+defaulting to vLLM's 0.0.0.0:8000, the name from ``LLMSTACK_STANDIN_NAME`` or the host name.
 """
 
 import argparse
 import contextlib
 import json
+import os
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -24,6 +33,7 @@ class State:
         self.args = args
         self.lock = threading.Lock()
         self.completions = 0
+        self.running = 0
 
 
 def make_handler(state):
@@ -57,12 +67,35 @@ def make_handler(state):
             elif self.path == "/stats":
                 with state.lock:
                     self._json(200, {"name": args.name, "completions": state.completions})
+            elif self.path == "/metrics":
+                self._metrics()
             elif self.path == "/v1/models":
                 if self._authorised():
                     self._json(200, {"object": "list", "data": [
                         {"id": args.served_model, "object": "model", "owned_by": "vllm", "max_model_len": 4096}]})
             else:
                 self._json(404, {"detail": "Not Found"})
+
+        def _metrics(self):
+            with state.lock:
+                running, served = state.running, state.completions
+            labels = '{model_name="%s"}' % args.served_model
+            lines = ["# HELP vllm:num_requests_running Number of requests in model execution batches.",
+                     "# TYPE vllm:num_requests_running gauge", "vllm:num_requests_running%s %d" % (labels, running),
+                     "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
+                     "# TYPE vllm:num_requests_waiting gauge", "vllm:num_requests_waiting%s 0" % labels,
+                     "# HELP vllm:gpu_cache_usage_perc GPU KV-cache usage. 1 means 100 percent usage.",
+                     "# TYPE vllm:gpu_cache_usage_perc gauge",
+                     "vllm:gpu_cache_usage_perc%s %g" % (labels, min(1.0, 0.05 * running)),
+                     "# HELP vllm:request_success_total Count of successfully processed requests.",
+                     "# TYPE vllm:request_success_total counter",
+                     "vllm:request_success_total%s %d" % (labels, served)]
+            body = ("\n".join(lines) + "\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def do_POST(self):  # noqa: N802
             length = int(self.headers.get("Content-Length", "0"))
@@ -84,6 +117,14 @@ def make_handler(state):
                 return
             with state.lock:
                 state.completions += 1
+                state.running += 1
+            try:
+                self._complete(request)
+            finally:
+                with state.lock:
+                    state.running -= 1
+
+        def _complete(self, request):
             created = int(time.time())
             ident = "chatcmpl-%s-%d" % (args.name, time.monotonic_ns())
             tokens = int(request.get("max_tokens") or args.tokens)
@@ -144,7 +185,34 @@ class QuietServer(ThreadingHTTPServer):
             ThreadingHTTPServer.handle_error(self, request, client_address)
 
 
+def vllm_cli(argv):
+    """The stand-in's settings from vLLM's own command line (``vllm serve MODEL ...`` or the image's flags)."""
+    parser = argparse.ArgumentParser(prog="vllm")
+    parser.add_argument("words", nargs="*")
+    parser.add_argument("--model", default="")
+    parser.add_argument("--served-model-name", nargs="+", default=None)
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY", ""))
+    args, dummy_unknown = parser.parse_known_args(argv)
+    words = [w for w in args.words if w != "serve"]
+    model = args.model or (words[0] if words else "")
+    if not model:
+        parser.error("no model given (vllm serve MODEL, or --model MODEL)")
+    served = (args.served_model_name or [model])[0]
+    name = os.environ.get("LLMSTACK_STANDIN_NAME") or socket.gethostname()
+    return argparse.Namespace(host=args.host, port=args.port, served_model=served, name=name, api_key=args.api_key,
+                              tokens=8, cadence_ms=20.0)
+
+
 def main(argv=None):
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--vllm-cli"]:
+        args = vllm_cli(argv[1:])
+        serve(args)
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
@@ -153,7 +221,10 @@ def main(argv=None):
     parser.add_argument("--api-key", default="")
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--cadence-ms", type=float, default=20.0)
-    args = parser.parse_args(argv)
+    serve(parser.parse_args(argv))
+
+
+def serve(args):
     server = QuietServer((args.host, args.port), make_handler(State(args)))
     with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever(poll_interval=0.2)

@@ -11,7 +11,15 @@ The lab starts empty, as a new site does: `up` makes the PVE hosts, the gateway,
 existence when site.yml starts the VM through the PVE API: the lab's PVE double (tools/lab_fakepve.py) starts the
 VM's container then, stops it when the VM is stopped and removes it when the VM is destroyed.
 
-Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1. A host with
+Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1; a host with
+`llmstack_lab_docker: true` (the gateway, observability and GPU VM hosts) is made from localhost/llmstack-lab-host
+instead: systemd, Docker and Compose (tests/harness/lab), privileged, its /var/lib/docker in .cache/lab/docker/, and
+the lab's service images (tools/build-lab-images.sh) its inventory variables name (`localhost/llmstack-lab-*`)
+loaded into its Docker, so the roles' compose projects start there as on a real host. Every host is attached, with
+the addresses of its llmstack_interfaces, to one internal podman network per VLAN of llmstack_vlans
+(llmstack-lab-<vlan>: the VLAN's subnet, no route out), besides podman's default network for the Debian mirror:
+the services reach each other on the inventory's addresses, which in the lab belong to these containers only. A
+host with
 `llmstack_lab_sysfs_fixture: NAME` gets the sysfs tree built from tests/fixtures/sysfs/NAME mounted
 read-only at its `llmstack_sysfs_root`, and `llmstack_lab_files: {PATH_IN_CONTAINER: REPO_PATH}` mounts
 recorded files (kernel logs, command lines) read-only. The fakepve password is generated per lab into
@@ -21,7 +29,9 @@ recorded files (kernel logs, command lines) read-only. The fakepve password is g
 import argparse
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import socket
 import ssl
@@ -33,7 +43,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INVENTORY = os.path.join(ROOT, "inventories", "lab")
 STATE = os.path.join(ROOT, ".cache", "lab")
 IMAGE = os.environ.get("LLMSTACK_IMAGE", "localhost/llmstack-debian13")
+HOST_IMAGE = "localhost/llmstack-lab-host:0.1"
+SERVICE_IMAGE = re.compile(r"^localhost/llmstack-lab-[a-z0-9-]+:[A-Za-z0-9_.-]+$")
 LABEL = "io.llmstack.lab=1"
+NETWORK_PREFIX = "llmstack-lab-"
 # The lab connects with the harness's pipelining wrapper of containers.podman.podman (one `podman exec` per task).
 PODMAN_CONNECTIONS = ("podman_pipelined", "containers.podman.podman")
 
@@ -68,14 +81,86 @@ def containers(hostvars, groups=None):
 
 
 def vm_hosts(hostvars, groups):
-    """{vmid: {container, hostname}} of the GPU VMs: the lab's PVE double starts these containers with the VMs."""
+    """{vmid: {container, hostname, image, label, run_args, images}} of the GPU VMs: the lab's PVE double starts
+    these containers with the VMs (and loads their service images into their Docker)."""
     hosts = {}
     for host in groups.get("gpu_vms", []):
         hv = hostvars.get(host, {})
         if hv.get("ansible_connection") in PODMAN_CONNECTIONS and "gpu_vm_vmid" in hv:
-            hosts[str(hv["gpu_vm_vmid"])] = {"container": hv.get("ansible_host", host), "hostname": host,
-                                             "image": IMAGE, "label": LABEL}
+            hosts[str(hv["gpu_vm_vmid"])] = {
+                "container": hv.get("ansible_host", host), "hostname": host, "label": LABEL,
+                "image": HOST_IMAGE if hv.get("llmstack_lab_docker") else IMAGE,
+                "command": [] if hv.get("llmstack_lab_docker") else ["sleep", "infinity"],
+                "run_args": run_args(host, hv), "images": service_images(hv),
+                "load_command": [sys.executable, os.path.abspath(__file__), "load-images"]}
     return hosts
+
+
+def networks(hostvars):
+    """{network name: {subnet, gateway}}: one internal podman network per VLAN of llmstack_vlans."""
+    vlans = {}
+    for hv in hostvars.values():
+        vlans.update(hv.get("llmstack_vlans") or {})
+    return dict((NETWORK_PREFIX + name, {"subnet": vlan["cidr"], "gateway": vlan.get("gateway")})
+                for name, vlan in sorted(vlans.items()))
+
+
+def ensure_networks(hostvars):
+    for name, net in networks(hostvars).items():
+        if run(["podman", "network", "exists", name], check=False).returncode == 0:
+            continue
+        cmd = ["podman", "network", "create", "--internal", "--label", LABEL, "--subnet", net["subnet"]]
+        if net.get("gateway"):
+            cmd += ["--gateway", net["gateway"]]
+        run(cmd + [name], capture=True)
+        say("network %s (%s, internal)" % (name, net["subnet"]))
+
+
+def service_images(hv):
+    """The lab's service images this host's variables name (vllm_image, litellm_image, monitoring_*_image...)."""
+    return sorted({value for value in hv.values() if isinstance(value, str) and SERVICE_IMAGE.match(value)})
+
+
+def run_args(host, hv):
+    """podman run arguments of a host: its VLAN addresses; for a docker host, what systemd and Docker need."""
+    args = ["--network", "podman"]
+    for interface in hv.get("llmstack_interfaces") or []:
+        if interface.get("vlan") and interface.get("address"):
+            args += ["--network", "%s%s:ip=%s" % (NETWORK_PREFIX, interface["vlan"], interface["address"])]
+    if hv.get("llmstack_lab_docker"):
+        data = os.path.join(STATE, "docker", hv.get("ansible_host", host))
+        os.makedirs(data, mode=0o700, exist_ok=True)
+        args += ["--privileged", "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+                 "--volume", "%s:/var/lib/docker" % data]
+    return args
+
+
+def load_images(name, images, timeout=120):
+    """Load the service images into the Docker of container ``name`` (once Docker answers); already there: kept."""
+    deadline = time.time() + timeout
+    while run(["podman", "exec", name, "docker", "info", "--format", "{{.ID}}"], check=False,
+              capture=True).returncode != 0:
+        if time.time() > deadline:
+            sys.exit("lab: Docker in %s did not answer within %d s" % (name, timeout))
+        time.sleep(1)
+    for image in images:
+        if run(["podman", "exec", name, "docker", "image", "inspect", image], check=False,
+               capture=True).returncode == 0:
+            continue
+        if run(["podman", "image", "exists", image], check=False).returncode != 0:
+            sys.exit("lab: image %s is missing (tools/build-lab-images.sh builds it)" % image)
+        # Docker may still restart once while the host boots (socket activation answers first): try again.
+        while True:
+            save = subprocess.Popen(["podman", "save", image], stdout=subprocess.PIPE)
+            load = subprocess.run(["podman", "exec", "-i", name, "docker", "load", "-q"], stdin=save.stdout,
+                                  capture_output=True, text=True, check=False)
+            save.stdout.close()
+            if save.wait() == 0 and load.returncode == 0:
+                break
+            if time.time() > deadline:
+                sys.exit("lab: loading %s into %s failed: %s" % (image, name, load.stderr[-500:]))
+            time.sleep(2)
+        say("loaded %s into %s" % (image, name))
 
 
 def container_state(name):
@@ -194,17 +279,27 @@ def start_containers(hostvars, groups):
     if run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         say("building %s" % IMAGE)
         run([os.path.join(ROOT, "tools", "build-image.sh")])
+    if run(["podman", "image", "exists", HOST_IMAGE], check=False).returncode != 0:
+        say("building the lab's images")
+        run([os.path.join(ROOT, "tools", "build-image.sh"), "--systemd"])
+        run([os.path.join(ROOT, "tools", "build-lab-images.sh")])
+    ensure_networks(hostvars)
+    loads = []
     for host, name in containers(hostvars, groups).items():
+        hv = hostvars[host]
         state = container_state(name)
-        if state == "running":
-            continue
-        if state is not None:
+        if state is None:
+            cmd = ["podman", "run", "-d", "--name", name, "--hostname", host, "--label", LABEL]
+            image = [HOST_IMAGE] if hv.get("llmstack_lab_docker") else [IMAGE, "sleep", "infinity"]
+            run(cmd + run_args(host, hv) + mounts(host, hv) + image, capture=True)
+            say("created %s (%s)" % (name, host))
+        elif state != "running":
             run(["podman", "start", name], capture=True)
             say("started %s (%s)" % (name, host))
-            continue
-        cmd = ["podman", "run", "-d", "--name", name, "--hostname", host, "--label", LABEL]
-        run(cmd + mounts(host, hostvars[host]) + [IMAGE, "sleep", "infinity"], capture=True)
-        say("created %s (%s)" % (name, host))
+        if hv.get("llmstack_lab_docker") and service_images(hv):
+            loads.append((name, service_images(hv)))
+    for name, images in loads:
+        load_images(name, images)
 
 
 def up(_args):
@@ -227,11 +322,52 @@ def down(_args):
     if names:
         run(["podman", "rm", "-f", "-t", "0"] + names, capture=True)
         say("removed %s" % ", ".join(sorted(names)))
+    nets = run(["podman", "network", "ls", "--filter", "label=" + LABEL, "--format", "{{.Name}}"],
+               capture=True).stdout.split()
+    if nets:
+        run(["podman", "network", "rm", "-f"] + nets, capture=True)
+        say("removed networks %s" % ", ".join(sorted(nets)))
+    docker_data = os.path.join(STATE, "docker")
+    if os.path.isdir(docker_data):
+        shutil.rmtree(docker_data)
     for name in ("fakepve.pid", "fakepve.log", "pve_api_password", "vm_hosts.json"):
         path = os.path.join(STATE, name)
         if os.path.exists(path):
             os.remove(path)
     say("down")
+
+
+def address(hv, vlan):
+    return next((i.get("address") for i in hv.get("llmstack_interfaces") or [] if i.get("vlan") == vlan), None)
+
+
+def try_it(hostvars, groups):
+    """The exact curl that streams an answer through the TLS proxy and LiteLLM, and where Prometheus is."""
+    gateways = groups.get("llm_gateways", [])
+    observability = groups.get("observability", [])
+    not_started = sorted({"%s (%s)" % (entry, host) for host, hv in hostvars.items()
+                          for entry in hv.get("llmstack_services_not_started") or []})
+    if not_started:
+        print("  Rendered and checked, not started (no package or image here): %s" % ", ".join(not_started))
+    if gateways and container_state(hostvars[gateways[0]].get("ansible_host", gateways[0])) == "running":
+        gateway = gateways[0]
+        name = hostvars[gateway].get("ansible_host", gateway)
+        ca = os.path.join(STATE, "ca.crt")
+        result = run(["podman", "exec", name, "cat", "/etc/llmstack/tls/ca.crt"], check=False, capture=True)
+        if result.returncode == 0:
+            with open(ca, "w") as handle:
+                handle.write(result.stdout)
+            print("  Try it: a streamed answer from model 'fast' through the TLS proxy, LiteLLM and a GPU VM's vLLM "
+                  "stand-in\n    (the lab's CA copied to %s; LiteLLM runs without its database here, so the "
+                  "master key it is):" % os.path.relpath(ca, ROOT))
+            print("    curl -N --cacert %s https://%s/v1/chat/completions \\\n"
+                  "      -H \"Authorization: Bearer $(podman exec %s cat /opt/llm-gateway/secrets/master_key)\" "
+                  "\\\n      -H 'Content-Type: application/json' -d '{\"model\": \"fast\", \"stream\": true, "
+                  "\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}]}'"
+                  % (os.path.relpath(ca, ROOT), address(hostvars[gateway], "apps"), name))
+    if observability:
+        mgmt = address(hostvars[observability[0]], "mgmt")
+        print("  Prometheus: http://%s:9090/targets (every scrape target), http://%s:9090/alerts" % (mgmt, mgmt))
 
 
 def summary(args):
@@ -259,6 +395,7 @@ def summary(args):
                 verdict = json.load(handle).get("verdict", "?")
             print("  Preflight of %-12s %-5s %s" % (name[:-5], verdict.upper(), os.path.relpath(
                 os.path.join(reports, name), ROOT)))
+    try_it(hostvars, groups)
     if args.skipped:
         print("  Not run in the lab (vfio needs a boot loader; nvidia needs a GPU and NVIDIA's repository - molecule "
               "nvidia runs it; the others are not implemented yet and fail clearly if run): %s" % args.skipped)
@@ -270,6 +407,10 @@ def main(argv=None):
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("up").set_defaults(func=up)
     sub.add_parser("down").set_defaults(func=down)
+    p = sub.add_parser("load-images", help="load service images into a lab host's Docker (tools/lab_fakepve.py)")
+    p.add_argument("container")
+    p.add_argument("images", nargs="*")
+    p.set_defaults(func=lambda a: load_images(a.container, a.images))
     p = sub.add_parser("summary")
     p.add_argument("--skipped", default="")
     p.set_defaults(func=summary)

@@ -17,8 +17,9 @@ a config update allocating a volume of the source's size, the drive's old volume
 files of ``import_dir`` (``--import-dir``), as /var/lib/vz/import is on a node. The lab and the integration
 tests use it; it is a test double for those areas only, everything else is fakepve's.
 
-With ``--vm-hosts FILE`` ({vmid: {container, hostname, image, label}}, written by tools/lab.py) a VM's guest is a
-podman container: starting the VM (or rebooting it) starts the container inside the start task, so the task
+With ``--vm-hosts FILE`` ({vmid: {container, hostname, image, label, command, run_args, images, load_command}},
+written by tools/lab.py) a VM's guest is a podman container (its service images loaded into its Docker in the
+background once it runs): starting the VM (or rebooting it) starts the container inside the start task, so the task
 fails as a real start does when the guest cannot come up; stopping or shutting the VM down stops it (its disk, the
 container's file system, stays), destroying the VM removes it. The lab's GPU VM hosts exist only while their VM
 runs, as on a new site.
@@ -53,6 +54,19 @@ async def _podman(*args):
     return proc.returncode, out.decode(errors="replace").strip()
 
 
+def _load_images(host):
+    """Load the guest's service images into its Docker in the background (tools/lab.py load-images): the start task
+    returns when the guest runs, as PVE's does; the images are there long before a role starts a compose project."""
+    if not host.get("images") or not host.get("load_command"):
+        return
+    import subprocess
+
+    with open(os.path.join(os.path.dirname(host["load_command"][1]), "..", ".cache", "lab",
+                           "load-%s.log" % host["container"]), "a") as log:
+        subprocess.Popen(host["load_command"] + [host["container"]] + host["images"], stdout=log,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+
+
 async def sync_guest(host, running, remove=False):
     """Make the VM's guest container match the VM: running, stopped, or gone. Returns an error text or None."""
     name = host["container"]
@@ -62,9 +76,14 @@ async def sync_guest(host, running, remove=False):
         rc, out = await _podman("rm", "-f", "-t", "0", name) if exists else (0, "")
     elif running and not exists:
         rc, out = await _podman("run", "-d", "--name", name, "--hostname", host["hostname"], "--label",
-                                host.get("label", "io.llmstack.lab=1"), host["image"], "sleep", "infinity")
+                                host.get("label", "io.llmstack.lab=1"), *host.get("run_args", []), host["image"],
+                                *host.get("command", ["sleep", "infinity"]))
+        if rc == 0:
+            _load_images(host)
     elif running and state != "running":
         rc, out = await _podman("start", name)
+        if rc == 0:
+            _load_images(host)
     elif not running and exists and state == "running":
         rc, out = await _podman("stop", "-t", "0", name)
     else:

@@ -42,6 +42,7 @@ HOST_VARIABLES = (
     "llmstack_pve_cluster",
     "llmstack_loopback_shared",
     "llmstack_sysfs_root",
+    "llmstack_services_not_started",
     "gpu_vm_node",
     "gpu_vm_vmid",
     "gpu_vm_gpus",

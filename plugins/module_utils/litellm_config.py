@@ -134,6 +134,15 @@ def check_settings(settings):
     """Every problem in the litellm role's own variables (full names as keys), each naming the variable; [] when
     usable. Runs first in the role's validate step, before anything is rendered or written."""
     problems = []
+    for variable in ("litellm_database", "litellm_manage_keys"):
+        if variable in settings and not isinstance(settings[variable], bool):
+            problems.append("%s: %r is not a boolean (true or false)" % (variable, settings[variable]))
+    if settings.get("litellm_database") is False and settings.get("litellm_manage_keys") is True:
+        clients = settings.get("litellm_clients") or []
+        aliases = ", ".join(str(c.get("alias", "?")) for c in clients if isinstance(c, dict)) or "none"
+        problems.append("litellm_manage_keys: client keys (litellm_clients: %s) are stored in the gateway's database, "
+                        "and litellm_database is false; turn the database on, or litellm_manage_keys off (clients "
+                        "then use the master key)" % aliases)
     address = settings.get("litellm_bind_address")
     if "litellm_bind_address" in settings and value_checks.ip_address(address) is None:
         problems.append("litellm_bind_address: %r is not an IP address (the proxy's port is published on it, and "
@@ -395,8 +404,9 @@ def build(data):
     if window:
         router_settings["context_window_fallbacks"] = [{group: list(targets)} for group, targets in window.items()]
     env = {"LITELLM_MASTER_KEY": "master key (admin API, generated per install)",
-           "LITELLM_SALT_KEY": "salt key (encrypts credentials stored in the database)",
-           "DATABASE_URL": "PostgreSQL connection string of the gateway's database"}
+           "LITELLM_SALT_KEY": "salt key (encrypts credentials stored in the database)"}
+    if data.get("database", True):
+        env["DATABASE_URL"] = "PostgreSQL connection string of the gateway's database"
     if data.get("redis"):
         router_settings.update({"redis_host": "os.environ/REDIS_HOST", "redis_port": "os.environ/REDIS_PORT",
                                 "redis_password": "os.environ/REDIS_PASSWORD"})
@@ -443,7 +453,8 @@ def compose(settings):
     """The gateway's compose project (no top-level ``name``: docker-compose 1.29 refuses it).
 
     ``settings``: image, postgres_image, redis_image, dir, bind_address, port, workers, log_level, env (dict,
-    non-secret), primary (bool: this host runs PostgreSQL, and Redis when ``redis``), redis (bool),
+    non-secret), primary (bool: this host runs PostgreSQL, and Redis when ``redis``), redis (bool), database
+    (bool, default true: false runs the proxy without PostgreSQL - no virtual keys, budgets or spend),
     shared_address (the primary's address other gateways reach its PostgreSQL/Redis on; '' when alone),
     restart. Secrets stay in files under ``<dir>/secrets`` (env files, redis.conf), never in this dict.
     """
@@ -470,7 +481,7 @@ def compose(settings):
                         "interval": "15s", "timeout": "10s", "retries": 5, "start_period": "60s"},
         "logging": logging,
     }
-    if settings.get("primary", True):
+    if settings.get("primary", True) and settings.get("database", True):
         postgres = {
             "image": settings["postgres_image"],
             "restart": restart,
@@ -484,20 +495,20 @@ def compose(settings):
             postgres["ports"] = ["%s:5432:5432" % shared]
         services["postgres"] = postgres
         litellm["depends_on"] = {"postgres": {"condition": "service_healthy"}}
-        if settings.get("redis"):
-            redis = {
-                "image": settings["redis_image"],
-                "restart": restart,
-                "command": ["redis-server", "/usr/local/etc/redis/redis.conf"],
-                "volumes": ["%s/secrets/redis.conf:/usr/local/etc/redis/redis.conf:ro" % base],
-                "healthcheck": {"test": ["CMD-SHELL", "redis-cli -a \"$$(sed -n 's/^requirepass //p' "
-                                         "/usr/local/etc/redis/redis.conf)\" --no-auth-warning ping | grep PONG"],
-                                "interval": "10s", "timeout": "5s", "retries": 10},
-                "logging": logging,
-            }
-            if shared:
-                redis["ports"] = ["%s:6379:6379" % shared]
-            services["redis"] = redis
-            litellm["depends_on"]["redis"] = {"condition": "service_healthy"}
+    if settings.get("primary", True) and settings.get("redis"):
+        redis = {
+            "image": settings["redis_image"],
+            "restart": restart,
+            "command": ["redis-server", "/usr/local/etc/redis/redis.conf"],
+            "volumes": ["%s/secrets/redis.conf:/usr/local/etc/redis/redis.conf:ro" % base],
+            "healthcheck": {"test": ["CMD-SHELL", "redis-cli -a \"$$(sed -n 's/^requirepass //p' "
+                                     "/usr/local/etc/redis/redis.conf)\" --no-auth-warning ping | grep PONG"],
+                            "interval": "10s", "timeout": "5s", "retries": 10},
+            "logging": logging,
+        }
+        if shared:
+            redis["ports"] = ["%s:6379:6379" % shared]
+        services["redis"] = redis
+        litellm.setdefault("depends_on", {})["redis"] = {"condition": "service_healthy"}
     services["litellm"] = litellm
     return {"services": services}

@@ -19,7 +19,7 @@ Jobs (seed 000: GPU metrics every 5 s, the rest every 15 s):
 import ipaddress
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import service_start, value_checks
 
 # Prometheus' --storage.tsdb.retention.size: a number and a byte unit (alecthomas/units Base2Bytes).
 SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)$")
@@ -77,7 +77,7 @@ def hosts_from_topology(topology):
     for host, data in sorted(((topology or {}).get("hosts") or {}).items()):
         hosts[host] = {"interfaces": [{"vlan": vlan, "address": address}
                                       for vlan, address in sorted((data.get("addresses") or {}).items())],
-                       "models": []}
+                       "models": [], "not_started": list(data.get("not_started") or [])}
     for endpoint in (topology or {}).get("endpoints") or []:
         entry = hosts.setdefault(endpoint["host"], {"interfaces": [], "models": []})
         if endpoint["role"] == "vllm":
@@ -185,9 +185,15 @@ def jobs_from_inventory(hosts, groups, settings):
     for host in members["observability"]:
         address = need(host, _address(host, hosts.get(host) or {}, vlan), "the monitoring stack", "monitoring_vlan")
         if address:
+            # A service the host renders but does not start (llmstack_services_not_started) is not scraped: its
+            # target would only ever be down.
+            skipped = service_start.services_to_start(
+                "monitoring", list(own), (hosts.get(host) or {}).get("not_started") or [])["skipped"]
             for name, key, default in (("prometheus", "prometheus_port", 9090),
                                        ("alertmanager", "alertmanager_port", 9093),
                                        ("grafana", "grafana_port", 3000)):
+                if name in skipped:
+                    continue
                 own[name].append({"address": _hostport(address, settings.get(key, default)), "labels": {"host": host}})
     if errors:
         raise MonitoringError(errors)

@@ -472,6 +472,10 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
                             "exists": status not in ("absent",) if host in _members(groups, "gpu_vms") else True}
         if status:
             topo_hosts[host]["vm_status"] = status
+        not_started = data.get("llmstack_services_not_started")
+        if isinstance(not_started, list) and not_started:
+            # What the host renders but does not start (service_start.py): nothing should scrape or route to it.
+            topo_hosts[host]["not_started"] = [str(entry) for entry in not_started]
         if host in _members(groups, "gpu_vms"):
             topo_hosts[host]["models"] = [m for m in data.get("vllm_models") or [] if isinstance(m, dict)]
         dirs = dict((role, (settings.get(host) or {})["%s_dir" % role]) for role in ROLE_GROUPS

@@ -34,13 +34,14 @@ options:
         C(external_models) (C(api_key) true when a key is given; its value never passes here), C(fallbacks),
         C(context_window_fallbacks), C(model_settings) (group to prices and C(rpm)/C(tpm)), C(router),
         C(clients) (checked only), C(redis), C(health_checks), C(prometheus), C(metrics_require_auth),
-        C(langfuse), C(in_group_fallbacks)."
+        C(langfuse), C(in_group_fallbacks), C(database) (false: no C(DATABASE_URL) in the environment)."
     type: dict
     required: true
   compose:
     description:
       - "Compose settings: C(image), C(postgres_image), C(redis_image), C(dir), C(bind_address), C(port),
-        C(workers), C(log_level), C(env), C(primary), C(redis), C(shared_address), C(restart)."
+        C(workers), C(log_level), C(env), C(primary), C(redis), C(shared_address), C(restart), C(database)
+        (false: no PostgreSQL service)."
     type: dict
     required: true
 """

@@ -47,6 +47,35 @@ def running_lab():
     assert left == []
 
 
+# The service containers (compose: /<project>-<service>-1) and units the roles start in the lab.
+SERVICES = sorted([
+    ("llmstack-lab-gateway", "/llm-gateway-litellm-1"), ("llmstack-lab-gateway", "caddy.service"),
+    ("llmstack-lab-obs", "/monitoring-alertmanager-1"), ("llmstack-lab-obs", "/monitoring-node-exporter-1"),
+    ("llmstack-lab-obs", "/monitoring-prometheus-1"),
+    ("llmstack-lab-gpu-a", "/llm-inference-vllm-balanced-1"), ("llmstack-lab-gpu-a", "/llm-inference-vllm-fast-1"),
+    ("llmstack-lab-gpu-a", "/monitoring-dcgm-exporter-1"), ("llmstack-lab-gpu-a", "/monitoring-node-exporter-1"),
+    ("llmstack-lab-gpu-b", "/monitoring-dcgm-exporter-1"), ("llmstack-lab-gpu-b", "/monitoring-node-exporter-1"),
+    ("llmstack-lab-gpu-b", "vllm-fast.service"), ("llmstack-lab-gpu-b", "vllm-reasoning.service")])
+
+
+def started_at():
+    """{(lab host, container or unit): when it started} of every running service container and systemd unit."""
+    found = {}
+    for host in ("llmstack-lab-gateway", "llmstack-lab-obs", "llmstack-lab-gpu-a", "llmstack-lab-gpu-b"):
+        ids = podman("exec", host, "docker", "ps", "-q").stdout.split()
+        if ids:
+            inspect = podman("exec", host, "docker", "inspect", "--format", "{{.Name}} {{.State.StartedAt}}", *ids)
+            for line in inspect.stdout.splitlines():
+                name, when = line.split()
+                found[(host, name)] = when
+        for unit in ("caddy.service", "vllm-fast.service", "vllm-reasoning.service"):
+            show = podman("exec", host, "systemctl", "show", "-p", "ActiveState,ExecMainStartTimestampMonotonic", unit)
+            props = dict(line.split("=", 1) for line in show.stdout.splitlines() if "=" in line)
+            if props.get("ActiveState") == "active":
+                found[(host, unit)] = props["ExecMainStartTimestampMonotonic"]
+    return found
+
+
 def results_of(report, suffix):
     """{host: result} of the first task whose name ends with suffix."""
     runs = [r for r in tasks_run(report) if r["task"].endswith(suffix)]
@@ -91,8 +120,14 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     states = [podman("container", "inspect", "--format", "{{.State.Status}}", c).stdout.strip() for c in gpu_vm_hosts]
     assert states == ["running", "running"]
 
+    # The roles started what they deploy (issue #22): every service container and unit, once.
+    running = started_at()
+    assert sorted(running) == SERVICES, sorted(running)
+
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True, timeout=1500)
     assert rc == 0, out[-4000:] + err[-2000:]
+    # The second run restarts nothing: every container and unit keeps the start time it had.
+    assert started_at() == running
     stats = parse_json_report(out)["stats"]
     assert sorted(stats) == ["lab-client", "lab-gateway", "lab-gpu-a", "lab-gpu-b", "lab-obs", "lab-pve-a",
                              "lab-pve-b"]
@@ -117,9 +152,10 @@ def test_every_host_holds_its_network_fact(running_lab):
     assert [(i["vlan"], i["id"]) for i in facts["client"]] == [("apps", 30)]
 
 
-def test_vllm_is_rendered_on_the_gpu_vms_and_not_started(running_lab):
+def test_vllm_is_deployed_on_the_gpu_vms_with_the_gpus_of_its_plan(running_lab):
     """No GPU in the lab: vllm plans on recorded nvidia-smi output and writes its files (compose on lab-gpu-a,
-    systemd units on lab-gpu-b), ports on its inference-VLAN address only, and starts nothing."""
+    systemd units on lab-gpu-b), ports on its inference-VLAN address only; the compose services asked Docker for
+    the GPUs of the plan (the lab's stand-in for NVIDIA's runtime hook records what each container asked for)."""
     import yaml
 
     compose = podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/llm-inference/docker-compose.yml")
@@ -131,9 +167,11 @@ def test_vllm_is_rendered_on_the_gpu_vms_and_not_started(running_lab):
     assert unit.returncode == 0 and 'Environment="CUDA_VISIBLE_DEVICES=1,2,3,4"' in unit.stdout
     mode = podman("exec", "llmstack-lab-gpu-b", "stat", "-c", "%a", "/opt/llm-inference/secrets/api_key")
     assert mode.stdout.strip() == "600"
+    asked = podman("exec", "llmstack-lab-gpu-a", "cat", "/run/llmstack-lab/gpu-requests.log").stdout.split("\n")
+    assert sorted({line.split()[2] for line in asked if line.strip()}) == ["0", "1", "all"]  # fast, balanced, dcgm
 
 
-def test_the_gateway_routes_to_the_gpu_vms_with_their_keys_and_starts_nothing(running_lab):
+def test_the_gateway_routes_to_the_gpu_vms_with_their_keys(running_lab):
     """litellm on lab-gateway: config.yaml names each GPU VM's inference address and port, the secrets file
     holds the vLLM key the vllm role generated on that VM, and no secret is in config.yaml."""
     import yaml
@@ -155,7 +193,7 @@ def test_the_gateway_routes_to_the_gpu_vms_with_their_keys_and_starts_nothing(ru
 def test_the_gateway_traces_to_the_langfuse_project_and_its_tls_proxy_config_is_valid(running_lab):
     """langfuse on lab-obs made the project keys; litellm on lab-gateway carries them; tls_proxy installed Caddy
     from Debian's mirror in the gateway container and wrote a Caddyfile Caddy itself accepts, with a certificate
-    from the internal CA that names the gateway's apps-VLAN address (nothing is started: no systemd here)."""
+    from the internal CA that names the gateway's apps-VLAN address."""
     public = podman("exec", "llmstack-lab-obs", "cat", "/opt/langfuse/secrets/project_public_key").stdout.strip()
     env = podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/secrets/litellm.env").stdout.splitlines()
     assert public.startswith("pk-lf-") and "LANGFUSE_PUBLIC_KEY=%s" % public in env
@@ -172,7 +210,7 @@ def test_the_gateway_traces_to_the_langfuse_project_and_its_tls_proxy_config_is_
 
 def test_prometheus_on_lab_obs_scrapes_every_gpu_vm_from_the_inventory(running_lab):
     """monitoring on lab-obs: prometheus.yml lists each GPU VM's dcgm-exporter on its management address and each
-    model on its inference address; the GPU VMs carry the exporters' compose project; nothing is started."""
+    model on its inference address; the GPU VMs carry the exporters' compose project."""
     import yaml
 
     config = yaml.safe_load(
@@ -190,6 +228,133 @@ def test_prometheus_on_lab_obs_scrapes_every_gpu_vm_from_the_inventory(running_l
     assert sorted(compose["services"]) == ["dcgm-exporter", "node-exporter"]
     mode = podman("exec", "llmstack-lab-obs", "stat", "-c", "%a", "/opt/monitoring/secrets/grafana_password")
     assert mode.stdout.strip() == "600"
+
+
+GATEWAY = "172.30.30.12"  # lab-gateway's apps-VLAN address: the TLS proxy (an address of our podman network)
+PROMETHEUS = "http://172.30.10.14:9090"  # lab-obs's management address
+
+
+def gateway_client(tmp_path_factory):
+    """(SSL context trusting only the lab's internal CA, LiteLLM's master key) - no database here, no client key."""
+    import ssl
+
+    ca = tmp_path_factory.mktemp("lab-ca") / "ca.crt"
+    ca.write_text(podman("exec", "llmstack-lab-gateway", "cat", "/etc/llmstack/tls/ca.crt").stdout)
+    key = podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/secrets/master_key").stdout.strip()
+    assert key.startswith("sk-")
+    return ssl.create_default_context(cafile=str(ca)), key
+
+
+def stream_chat(context, key, model="fast"):
+    """POST a streamed chat completion to the gateway; [(arrival time, event)] as the events become readable."""
+    import http.client
+    import time
+
+    conn = http.client.HTTPSConnection(GATEWAY, 443, context=context, timeout=60)
+    try:
+        conn.request("POST", "/v1/chat/completions", headers={"Authorization": "Bearer " + key,
+                                                              "Content-Type": "application/json"},
+                     body=json.dumps({"model": model, "stream": True, "max_tokens": 8,
+                                      "messages": [{"role": "user", "content": "Hello"}]}).encode())
+        response = conn.getresponse()
+        assert response.status == 200, response.read()[:500]
+        buffer, events = b"", []
+        while True:
+            data = response.read1(65536)
+            if not data:
+                break
+            buffer += data
+            now = time.monotonic()
+            while b"\n\n" in buffer:
+                raw, buffer = buffer.split(b"\n\n", 1)
+                payload = raw.strip()[len(b"data: "):]
+                events.append((now, payload if payload == b"[DONE]" else json.loads(payload)))
+    finally:
+        conn.close()
+    return events
+
+
+def content_of(events):
+    return "".join(e["choices"][0]["delta"].get("content") or "" for _t, e in events
+                   if isinstance(e, dict) and e.get("choices"))
+
+
+def prometheus(path):
+    import urllib.request
+
+    with urllib.request.urlopen(PROMETHEUS + path, timeout=10) as response:
+        return json.load(response)["data"]
+
+
+def wait_for(probe, timeout, what):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "%s: not within %d s" % (what, timeout)
+        time.sleep(2)
+
+
+def test_a_streamed_answer_arrives_chunk_by_chunk_through_tls_proxy_litellm_and_a_gpu_vm(
+        running_lab, tmp_path_factory):
+    """The whole path a client uses: TLS (the lab's internal CA) on lab-gateway's apps address -> Caddy -> LiteLLM
+    (from PyPI, in Docker) -> a GPU VM's model server (the vLLM stand-in, 8 tokens 20 ms apart) on the inference
+    VLAN. The tokens arrive as the model server sends them, not all at the end (a buffering hop would deliver them
+    at once), and the answer names the GPU VM that served it."""
+    context, key = gateway_client(tmp_path_factory)
+    events = stream_chat(context, key)
+    tokens = [(t, e) for t, e in events if isinstance(e, dict) and e.get("choices")
+              and e["choices"][0]["delta"].get("content")]
+    assert len(tokens) == 8, events
+    assert events[-1][1] == b"[DONE]"
+    # 7 gaps of 20 ms at the source: spread over at least half of that on arrival.
+    assert tokens[-1][0] - tokens[0][0] >= 0.07, [round(t - tokens[0][0], 3) for t, _e in tokens]
+    assert content_of(events).split() in (["lab-gpu-a"] * 8, ["lab-gpu-b"] * 8)
+
+
+def test_prometheus_scrapes_every_target_the_monitoring_role_configured(running_lab):
+    """The real Prometheus (Debian's, in Docker on lab-obs) reports every target of its rendered prometheus.yml up:
+    the exporters of the GPU VMs and lab-obs, every model server, LiteLLM's /metrics through the gateway's proxy."""
+    import yaml
+
+    config = yaml.safe_load(
+        podman("exec", "llmstack-lab-obs", "cat", "/opt/monitoring/prometheus/prometheus.yml").stdout)
+    configured = sorted((c["job_name"], t) for c in config["scrape_configs"]
+                        for sc in c.get("static_configs", []) for t in sc["targets"])
+    assert {job for job, _t in configured} >= {"dcgm", "node", "vllm", "litellm", "prometheus"}, configured
+
+    def all_up():
+        active = prometheus("/api/v1/targets?state=active")["activeTargets"]
+        seen = sorted((t["scrapePool"], t["discoveredLabels"]["__address__"]) for t in active)
+        return active if seen == configured and all(t["health"] == "up" for t in active) else None
+
+    active = wait_for(all_up, 90, "every configured target up (%s)" % configured)
+    assert len(active) == len(configured)
+
+
+def test_one_model_server_down_the_gateway_answers_from_the_other_and_vllm_down_fires_for_it(
+        running_lab, tmp_path_factory):
+    """Stopping lab-gpu-b's `fast` (systemd unit): every request for `fast` is still answered (by lab-gpu-a's
+    deployment of the same model), and the real Prometheus fires VllmDown for exactly that server."""
+    context, key = gateway_client(tmp_path_factory)
+    stop = podman("exec", "llmstack-lab-gpu-b", "systemctl", "stop", "vllm-fast.service")
+    assert stop.returncode == 0, stop.stderr
+    try:
+        answers = [content_of(stream_chat(context, key)).split() for _i in range(6)]
+        assert answers == [["lab-gpu-a"] * 8] * 6
+
+        def firing():
+            alerts = [a for a in prometheus("/api/v1/alerts")["alerts"]
+                      if a["labels"]["alertname"] == "VllmDown" and a["state"] == "firing"]
+            return alerts or None
+
+        alerts = wait_for(firing, 150, "VllmDown firing")
+        assert [(a["labels"]["host"], a["labels"]["model"]) for a in alerts] == [("lab-gpu-b", "fast")], alerts
+    finally:
+        podman("exec", "llmstack-lab-gpu-b", "systemctl", "start", "vllm-fast.service")
 
 
 def lab_api():
@@ -272,11 +437,23 @@ def test_fakepve_serves_the_lab_nodes(running_lab):
         ProxmoxAPI("127.0.0.1", port=18006, user="root@pam", password="wrong-password", verify_ssl=False)
 
 
-def test_summary_says_what_was_not_run(running_lab):
+def test_summary_says_what_was_not_run_and_its_curl_streams_an_answer(running_lab):
+    """The summary names what is not started, and its "Try it" curl, run as printed, streams an answer."""
     out = lab("summary", "--skipped", skip_tags())
     assert "https://127.0.0.1:18006" in out and "running" in out
     assert "lab-gpu-a    container llmstack-lab-gpu-a     running (the VM's host: started with the VM" in out
     assert "Not run in the lab (vfio needs a boot loader" in out
+    assert "not started (no package or image here): langfuse (lab-obs), monitoring/grafana (lab-obs)" in out
+    assert "Prometheus: http://172.30.10.14:9090/targets" in out
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("curl -N"))
+    command = "\n".join(lines[start:start + 3])
+    assert command.rstrip().endswith("}]}'"), command
+    result = subprocess.run(["bash", "-c", command], cwd=ROOT, env=ansible_env(), text=True, capture_output=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    events = [line[len("data: "):] for line in result.stdout.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]" and len(events) >= 10, result.stdout
 
 
 def test_gpu_vms_boot_the_guest_image_built_for_them(running_lab):

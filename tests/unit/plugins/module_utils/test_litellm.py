@@ -147,6 +147,30 @@ def test_compose_several_gateways_share_postgres_and_redis_on_the_first():
     assert set(other["services"]) == {"litellm"} and "depends_on" not in other["services"]["litellm"]
 
 
+def test_without_a_database_there_is_no_postgres_and_no_database_url():
+    settings = {"image": "l:1", "postgres_image": "pg:17", "redis_image": "redis:7", "dir": "/opt/gw"}
+    alone = litellm_config.compose(dict(settings, database=False))
+    assert set(alone["services"]) == {"litellm"} and "depends_on" not in alone["services"]["litellm"]
+    shared = litellm_config.compose(dict(settings, database=False, redis=True, shared_address="10.0.10.12"))
+    assert set(shared["services"]) == {"redis", "litellm"}
+    assert shared["services"]["litellm"]["depends_on"] == {"redis": {"condition": "service_healthy"}}
+    assert "DATABASE_URL" in litellm_config.build(data())["env"]
+    assert "DATABASE_URL" not in litellm_config.build(data(database=False))["env"]
+
+
+def test_client_keys_without_a_database_are_refused_naming_both_variables():
+    clients = [{"alias": "web", "models": ["fast"]}]
+    problems = litellm_config.check_settings({"litellm_database": False, "litellm_manage_keys": True,
+                                              "litellm_clients": clients})
+    assert len(problems) == 1
+    assert problems[0].startswith("litellm_manage_keys: client keys (litellm_clients: web) are stored in the "
+                                  "gateway's database, and litellm_database is false")
+    assert litellm_config.check_settings({"litellm_database": False, "litellm_manage_keys": False,
+                                          "litellm_clients": clients}) == []
+    assert litellm_config.check_settings({"litellm_database": "no"}) == [
+        "litellm_database: 'no' is not a boolean (true or false)"]
+
+
 # ---------------------------------------------------------------- litellm_keys
 
 STORED = {"token": "abc", "key_alias": "web", "models": ["fast"], "max_budget": 10.0, "budget_duration": "30d",

@@ -39,6 +39,19 @@ def test_jobs_come_from_the_groups_and_the_management_vlan():
     assert jobs["prometheus"]["targets"][0] == {"address": "[fd00:10::14]:9090", "labels": {"host": "mon"}}
 
 
+def test_a_service_the_observability_host_does_not_start_is_not_scraped():
+    hosts, groups = inventory()
+    hosts["mon"]["not_started"] = ["monitoring/grafana", "langfuse"]
+    jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
+    assert "grafana" not in jobs and jobs["alertmanager"]["targets"][0]["address"] == "[fd00:10::14]:9093"
+    hosts["mon"]["not_started"] = ["monitoring"]
+    assert not {"prometheus", "alertmanager", "grafana"} & set(by_name(
+        monitoring.jobs_from_inventory(hosts, groups, {})))
+    topology = {"hosts": {"mon": {"addresses": {"mgmt": "10.0.10.14"}, "not_started": ["monitoring/grafana"]}},
+                "endpoints": []}
+    assert monitoring.hosts_from_topology(topology)["mon"]["not_started"] == ["monitoring/grafana"]
+
+
 def test_group_names_are_mappable():
     hosts, groups = inventory()
     renamed = {"gpu": groups["gpu_vms"], "llm_gateways": ["gw"], "observability": ["mon"]}
