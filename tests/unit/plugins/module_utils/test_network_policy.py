@@ -1,0 +1,111 @@
+"""network_policy: the host's nftables ruleset and the site's reachability matrix from the topology. The rulesets are
+also loaded by the real nft in an empty network namespace (when this runs as root with nft and unshare), and
+tests/integration/test_network_policy.py sends packets through them."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import network_policy
+
+VLANS = {"mgmt": {"cidr": "10.0.10.0/24"}, "inference": {"cidr": "10.0.20.0/24"}, "apps": {"cidr": "10.0.30.0/24"}}
+
+
+def topology():
+    hosts = {
+        "gw": {"groups": ["llm_gateways"], "addresses": {"mgmt": "10.0.10.12", "inference": "10.0.20.12",
+                                                         "apps": "10.0.30.12"}},
+        "gpu": {"groups": ["gpu_vms"], "addresses": {"mgmt": "10.0.10.20", "inference": "10.0.20.20"}},
+        "obs": {"groups": ["observability"], "addresses": {"mgmt": "10.0.10.14"}},
+        "ops": {"groups": ["admins"], "addresses": {"mgmt": "10.0.10.99"}},
+        "client": {"groups": ["llm_clients"], "addresses": {"apps": "10.0.30.11"}},
+    }
+    endpoints = [
+        {"role": "vllm", "service": "vllm-fast", "host": "gpu", "address": "10.0.20.20", "port": 8001,
+         "sources": ["10.0.20.12", "10.0.10.14"]},
+        {"role": "tls_proxy", "service": "https", "host": "gw", "address": "10.0.30.12", "port": 443,
+         "sources": ["10.0.30.11"]},
+        {"role": "litellm", "service": "litellm", "host": "gw", "address": "127.0.0.1", "port": 4000,
+         "sources": ["127.0.0.1"]},
+        {"role": "monitoring", "service": "prometheus", "host": "obs", "address": "10.0.10.14", "port": 9090,
+         "sources": ["10.0.10.14"]},
+        {"role": "monitoring", "service": "node-exporter", "host": "gpu", "address": "0.0.0.0", "port": 9100,
+         "sources": ["10.0.10.14", "fd00:10::14"]},
+    ]
+    return {"hosts": hosts, "endpoints": endpoints}
+
+
+SETTINGS = {"controller_addresses": ["10.0.10.5"], "vlans": VLANS, "admin_groups": ["admins"]}
+
+
+def cell(rows, source, service):
+    return [r["allowed"] for r in rows if r["source"] == source and r["service"] == service]
+
+
+def test_each_endpoint_is_open_to_its_consumers_and_the_admins_only_for_what_people_open():
+    rows = network_policy.matrix(topology(), SETTINGS)
+    assert cell(rows, "client", "vllm-fast") == [False]
+    assert cell(rows, "gw", "vllm-fast") == [True] and cell(rows, "obs", "vllm-fast") == [True]
+    assert cell(rows, "client", "https") == [True] and cell(rows, "gpu", "https") == [False]
+    # Prometheus: the observability host itself and the admin hosts, not the other management hosts.
+    assert [cell(rows, h, "prometheus") for h in ("obs", "ops", "gw", "gpu")] == [[True], [True], [False], [False]]
+    # An exporter is not a page people open: not the admin hosts.
+    assert cell(rows, "ops", "node-exporter") == [False]
+    # Loopback: the host itself only.
+    assert [cell(rows, h, "litellm") for h in ("gw", "client")] == [[True], [False]]
+    assert len(rows) == 5 * 5
+
+
+def test_the_ruleset_of_a_gpu_vm():
+    ruleset = network_policy.build(topology(), "gpu", SETTINGS)["ruleset"]
+    assert ruleset.count("table inet llmstack {") == 1
+    assert "policy drop;" in ruleset and "ct state established,related accept" in ruleset
+    assert "set vllm_vllm_fast_8001_v4 { type ipv4_addr; flags interval; elements = { 10.0.10.14, 10.0.20.12 } }" \
+        in ruleset
+    assert ('ip daddr 10.0.20.20 tcp dport 8001 ip saddr @vllm_vllm_fast_8001_v4 counter accept' in ruleset)
+    # A port Docker publishes is judged on its original destination after DNAT.
+    assert ("ct original ip daddr 10.0.20.20 meta l4proto tcp ct original proto-dst 8001 ip saddr "
+            "@vllm_vllm_fast_8001_v4 counter accept") in ruleset
+    # Listening on every address: no daddr; the IPv6 consumer gets its own rule.
+    assert "tcp dport 9100 ip6 saddr @monitoring_node_exporter_9100_v6 counter accept" in ruleset
+    # SSH: the controller, the management VLAN and the admin hosts (inside it: collapsed into the VLAN).
+    assert "set controller_v4 { type ipv4_addr; flags interval; elements = { 10.0.10.5 } }" in ruleset
+    assert "set ssh_v4 { type ipv4_addr; flags interval; elements = { 10.0.10.0/24 } }" in ruleset
+    # Nothing of the other hosts' services.
+    assert "443" not in ruleset and "9090" not in ruleset
+    assert 'log prefix "llmstack drop in: "' in ruleset
+
+
+def test_bad_settings_name_the_variable_before_anything_is_rendered():
+    with pytest.raises(network_policy.NetworkPolicyError) as info:
+        network_policy.build(topology(), "gpu", {"controller_addresses": [], "ssh_port": 70000,
+                                                 "log_rate": "often", "admin_addresses": ["10.0.10.300"]})
+    assert info.value.problems == [
+        "network_policy_controller_addresses: give the address(es) Ansible connects from (a list of addresses or "
+        "CIDRs); without it the policy would cut the controller off",
+        "network_policy_admin_addresses[0]: '10.0.10.300' is not an address or CIDR",
+        "network_policy_ssh_port: 70000 is not a TCP port (1-65535)",
+        "network_policy_log_rate: 'often' is not N/second, N/minute or N/hour"]
+    with pytest.raises(network_policy.NetworkPolicyError) as info:
+        network_policy.build(topology(), "nowhere", SETTINGS)
+    assert info.value.problems == ["host nowhere is not in the topology"]
+
+
+def test_the_matrix_as_markdown_has_a_row_per_service_and_a_column_per_host():
+    text = network_policy.matrix_markdown(network_policy.matrix(topology(), SETTINGS))
+    lines = text.splitlines()
+    assert lines[0] == "| service (host, address:port) | client | gpu | gw | obs | ops |"
+    assert "| vllm-fast (gpu, 10.0.20.20:8001) | - | open | open | open | - |" in lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("unshare"),
+                    reason="needs root, nft and unshare")
+@pytest.mark.parametrize("host", ["gw", "gpu", "obs", "ops", "client"])
+def test_every_hosts_ruleset_loads_in_an_empty_network_namespace(host, tmp_path):
+    path = tmp_path / "ruleset.nft"
+    path.write_text(network_policy.build(topology(), host, SETTINGS)["ruleset"])
+    result = subprocess.run(["unshare", "-n", "sh", "-c", "nft -f %s && nft -s list table inet llmstack" % path],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "chain input" in result.stdout and "policy drop" in result.stdout
