@@ -398,7 +398,9 @@ def summary(args):
     try_it(hostvars, groups)
     if args.skipped:
         print("  Not run in the lab (vfio needs a boot loader; nvidia needs a GPU and NVIDIA's repository - molecule "
-              "nvidia runs it; the others are not implemented yet and fail clearly if run): %s" % args.skipped)
+              "nvidia runs it; network_policy needs hosts that may load nftables rules - its tests run it in a "
+              "privileged container and between network namespaces; burnin is not implemented yet and fails "
+              "clearly if run): %s" % args.skipped)
     print("  Remove it all: make lab-down\n")
 
 

@@ -407,9 +407,10 @@ def compose(settings):
             "network_mode": "host", "pid": "host", "read_only": True,
             "volumes": ["/:/host:ro,rslave"], "logging": logging}
     if "prometheus" in services:
+        # No --web.enable-lifecycle (seed 000 has it): whoever reaches :9090 could shut Prometheus down or reload
+        # it (issue #23). The role reloads it with SIGHUP instead.
         command = ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus",
-                   "--storage.tsdb.retention.time=%s" % (settings.get("retention_time") or "30d"),
-                   "--web.enable-lifecycle"]
+                   "--storage.tsdb.retention.time=%s" % (settings.get("retention_time") or "30d")]
         if settings.get("retention_size"):
             command.append("--storage.tsdb.retention.size=%s" % settings["retention_size"])
         out["prometheus"] = {

@@ -263,3 +263,40 @@ def matrix_markdown(rows):
         out.append("| %s (%s, %s:%d) | " % (key[1], key[0], key[2], key[3]) + " | ".join(
             "open" if cells[key + (s,)] else "-" for s in sources) + " |")
     return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- applying it (module nft_table)
+
+def replace_script(family, name, content):
+    """An ``nft -f`` script that replaces table ``family name`` with ``content`` in one transaction (the table is
+    created empty first, so that deleting it cannot fail when it does not exist yet)."""
+    return "table %s %s {}\ndelete table %s %s\n%s" % (family, name, family, name, content or "")
+
+
+def restore_script(family, name, previous):
+    """The ``nft -f`` script that puts back what was there before: the previous listing of the table, or no table."""
+    return replace_script(family, name, previous or "")
+
+
+def table_problems(content, family, name):
+    """Why ``content`` is not exactly one ``table family name`` (the module replaces that table and nothing else)."""
+    tables = re.findall(r"^\s*table\s+(\S+)\s+(\S+)\s*\{", content or "", re.M)
+    if tables != [(family, name)]:
+        return ["content: must define exactly one table, %s %s (it defines: %s)"
+                % (family, name, ", ".join("%s %s" % t for t in tables) or "none")]
+    if re.search(r"^\s*(flush|delete)\s+ruleset", content, re.M):
+        return ["content: must not flush or delete the whole ruleset (only table %s %s is replaced)" % (family, name)]
+    return []
+
+
+def state_record(content_digest, listing):
+    """What the module keeps after applying: the digest of what was asked and the table as the kernel lists it, so
+    that a rerun knows without reloading whether the live table is still what it applied (drift shows as change)."""
+    return {"digest": content_digest, "listing": listing}
+
+
+def needs_apply(record, content_digest, live_listing):
+    """Whether the table must be (re)loaded: never applied, asked for something else, or changed since (drift)."""
+    if live_listing is None or not record:
+        return True
+    return record.get("digest") != content_digest or record.get("listing") != live_listing

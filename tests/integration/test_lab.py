@@ -335,6 +335,29 @@ def test_prometheus_scrapes_every_target_the_monitoring_role_configured(running_
     assert len(active) == len(configured)
 
 
+def test_prometheus_has_no_lifecycle_api_and_reloads_on_the_signal_its_handler_sends(running_lab):
+    """Nobody who reaches :9090 can reload or shut Prometheus down (issue #23: its lifecycle API is off); the
+    monitoring role's handler reloads it with SIGHUP instead, and Prometheus does reload."""
+    import urllib.error
+    import urllib.request
+
+    for path in ("/-/reload", "/-/quit"):
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(urllib.request.Request(PROMETHEUS + path, method="POST"), timeout=10)
+        assert info.value.code == 403, path
+    before = prometheus("/api/v1/status/runtimeinfo")["lastConfigTime"]
+    sent = podman("exec", "-w", "/opt/monitoring", "llmstack-lab-obs", "docker", "compose", "kill", "--signal",
+                  "SIGHUP", "prometheus")
+    assert sent.returncode == 0, sent.stderr
+
+    def reloaded():
+        runtime = prometheus("/api/v1/status/runtimeinfo")
+        return runtime if runtime["lastConfigTime"] != before else None
+
+    info = wait_for(reloaded, 30, "Prometheus reloading on SIGHUP")
+    assert info["reloadConfigSuccess"] is True
+
+
 def test_one_model_server_down_the_gateway_answers_from_the_other_and_vllm_down_fires_for_it(
         running_lab, tmp_path_factory):
     """Stopping lab-gpu-b's `fast` (systemd unit): every request for `fast` is still answered (by lab-gpu-a's

@@ -4,6 +4,7 @@ LAN's, never contacted) and the not-yet-implemented roles failing loudly instead
 import glob
 import os
 import re
+import sys
 
 from conftest import ROOT, playbook
 
@@ -85,12 +86,27 @@ def test_unimplemented_role_fails_clearly(tmp_path):
     stub's only task is a fail)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
+        "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: %s\n"
+        "  children:\n    gpu_vms:\n      hosts:\n        here: {}\n" % sys.executable)
+    rc, out, err = playbook("playbooks/stages/burnin.yml", "-i", str(inventory), "--tags", "burnin", "-e",
+                            "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
+    assert rc != 0
+    assert "pvegpu.llmstack.burnin is not implemented yet (issue #24;" in out and "nothing was changed" in out, out
+
+
+def test_network_policy_without_the_controllers_address_changes_nothing(tmp_path):
+    """network_policy never loads a ruleset that does not name where Ansible connects from: the render step refuses
+    it, naming the variable, before anything is installed or loaded (the host is this machine; nothing runs past
+    the render)."""
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
         "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: auto_silent\n"
         "  hosts:\n    here: {}\n")
     rc, out, err = playbook("playbooks/network.yml", "-i", str(inventory), "--tags", "network_policy", "-e",
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
-    assert "pvegpu.llmstack.network_policy is not implemented yet (issue #23); nothing was changed" in out, out
+    assert "network_policy_controller_addresses: give the address(es) Ansible connects from" in out, out
+    assert "Install nftables" not in out and "Load the ruleset" not in out
 
 
 def test_the_shipped_ansible_cfg_checks_host_keys():

@@ -109,3 +109,25 @@ def test_every_hosts_ruleset_loads_in_an_empty_network_namespace(host, tmp_path)
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "chain input" in result.stdout and "policy drop" in result.stdout
+
+
+def test_the_module_replaces_one_table_and_nothing_else():
+    ok = network_policy.build(topology(), "gw", SETTINGS)["ruleset"]
+    assert network_policy.table_problems(ok, "inet", "llmstack") == []
+    assert network_policy.table_problems("table inet llmstack {}\ntable ip nat {}\n", "inet", "llmstack") == [
+        "content: must define exactly one table, inet llmstack (it defines: inet llmstack, ip nat)"]
+    assert network_policy.table_problems("flush ruleset\ntable inet llmstack {}\n", "inet", "llmstack") == [
+        "content: must not flush or delete the whole ruleset (only table inet llmstack is replaced)"]
+    script = network_policy.replace_script("inet", "llmstack", "table inet llmstack {\n}\n")
+    assert script.splitlines()[:2] == ["table inet llmstack {}", "delete table inet llmstack"]
+    assert network_policy.restore_script("inet", "llmstack", None) == (
+        "table inet llmstack {}\ndelete table inet llmstack\n")
+
+
+def test_a_rerun_loads_nothing_unless_asked_for_something_else_or_the_table_drifted():
+    record = network_policy.state_record("d1", "table inet llmstack { ... }")
+    assert network_policy.needs_apply(record, "d1", "table inet llmstack { ... }") is False
+    assert network_policy.needs_apply(record, "d2", "table inet llmstack { ... }") is True
+    assert network_policy.needs_apply(record, "d1", "table inet llmstack { edited }") is True
+    assert network_policy.needs_apply(record, "d1", None) is True
+    assert network_policy.needs_apply({}, "d1", "table inet llmstack { ... }") is True
