@@ -25,10 +25,10 @@ APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fu
 	qemu-system-x86 ovmf qemu-utils mtools dosfstools fdisk
 # Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
 # stand-ins for update-grub/proxmox-boot-tool/update-initramfs), nvidia (no GPU, NVIDIA's repository unreachable;
-# molecule nvidia runs it in a systemd container with a stand-in repository), network_policy (the unprivileged lab
-# containers cannot load nftables rules; test_network_policy_role runs it in a privileged container and
-# test_network_policy sends packets through its rulesets) and burnin (not implemented yet; fails clearly).
-LAB_SKIP_TAGS := vfio,nvidia,network_policy,burnin
+# molecule nvidia runs it in a systemd container with a stand-in repository) and burnin (not implemented yet; fails
+# clearly). network_policy runs with its PVE firewall backend only (inventories/lab: the unprivileged containers
+# cannot load nftables rules; test_network_policy_role and test_network_policy do that).
+LAB_SKIP_TAGS := vfio,nvidia,burnin
 # Longest first (measured), so that the scenarios running side by side finish together; then the rest.
 MOLECULE_LONGEST := nvidia tls_proxy monitoring langfuse litellm vllm
 MOLECULE_SCENARIOS := $(MOLECULE_LONGEST) $(filter-out $(MOLECULE_LONGEST),\

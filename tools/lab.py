@@ -398,9 +398,10 @@ def summary(args):
     try_it(hostvars, groups)
     if args.skipped:
         print("  Not run in the lab (vfio needs a boot loader; nvidia needs a GPU and NVIDIA's repository - molecule "
-              "nvidia runs it; network_policy needs hosts that may load nftables rules - its tests run it in a "
-              "privileged container and between network namespaces; burnin is not implemented yet and fails "
-              "clearly if run): %s" % args.skipped)
+              "nvidia runs it; burnin is not implemented yet and fails clearly if run): %s" % args.skipped)
+        print("  network_policy ran with PVE's firewall only (the GPU VMs' IP sets, security groups and rules in "
+              "the lab PVE): the lab's containers may not load nftables rules - its tests load them in a "
+              "privileged container and between network namespaces")
     print("  Remove it all: make lab-down\n")
 
 

@@ -20,6 +20,8 @@ description:
     consumers (and, for Prometheus, Alertmanager, Grafana and Langfuse's web UI, the admin hosts), ports Docker
     publishes judged on their original destination in a C(forward) chain, rate-limited logging and counters of
     what is dropped.
+  - With C(pve_firewall) in O(settings), also what the GPU VM O(host) needs in PVE's own firewall (IP sets, a
+    security group, the VM's rule and options), for M(pvegpu.llmstack.pve_firewall).
   - Returns the matrix of every endpoint of the site against every inventory host (docs/network.md).
   - The logic is in plugins/module_utils/network_policy.py. Bad input fails with one message per problem, each
     naming the role variable. Changes nothing.
@@ -40,8 +42,8 @@ options:
   settings:
     description:
       - "The role's variables without the C(network_policy_) prefix: C(controller_addresses) (required, not empty),
-        C(ssh_port), C(ssh_vlans), C(admin_addresses), C(admin_groups), C(log), C(log_rate); and C(vlans)
-        (C(llmstack_vlans))."
+        C(ssh_port), C(ssh_vlans), C(admin_addresses), C(admin_groups), C(log), C(log_rate), C(pve_firewall),
+        C(pve_cluster_enable); and C(vlans) (C(llmstack_vlans))."
     type: dict
     required: true
 """
@@ -74,10 +76,16 @@ sets:
   description: The named address sets of the ruleset (set name to addresses and CIDRs).
   returned: success
   type: dict
+pve_firewall:
+  description:
+    - The PVE firewall of the GPU VM (the O(pvegpu.llmstack.pve_firewall#module:policy) of
+      M(pvegpu.llmstack.pve_firewall)); null without C(pve_firewall) in O(settings).
+  returned: success
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import network_policy, render_module
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_firewall, render_module
 
 
 def main():
@@ -85,7 +93,7 @@ def main():
                                               topology=dict(type="dict", required=True),
                                               settings=dict(type="dict", required=True)),
                            supports_check_mode=True)
-    render_module.run(module, "network_policy", lambda params: network_policy.build(
+    render_module.run(module, "network_policy", lambda params: pve_firewall.render(
         params["topology"], params["host"], params["settings"]))
 
 

@@ -5,15 +5,23 @@ QEMU runs the image as PVE would present it (q35, OVMF, virtio-scsi disk, a virt
 with user networking restricted to the guest (``restrict=on``): the only way in is a forward from a loopback
 port to the guest's SSH. The QEMU guest agent is reached over its virtio-serial socket. Nothing here is a double;
 what is not exercised is a real PVE (the import of the image into a VM) and GPUs.
+
+The booted guest also hosts the 802.1Q checks (vlan_in_guest.py, run there over SSH): this machine's kernel has no
+802.1Q and no bridge VLAN filtering, the guest's has both. In network namespaces of the guest, a VLAN-aware bridge (as
+PVE's ``bridge-vlan-aware yes`` vmbr) joins a router on a stick, a GPU VM and the LLM gateway on trunks (sub-interfaces
+per VLAN) and an apps client on an access port; the GPU VM loads the nftables ruleset network_policy renders for it.
+Nothing of that leaves the guest.
 """
 
 import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -41,6 +49,9 @@ def write_inventory(base, **overrides):
             "guest_image_work_dir": str(base / "work"), "guest_image_cache_dir": CACHE,
             "guest_image_install_tools": False, "guest_image_import": False, "guest_image_disk_gib": 3,
             "guest_image_domain": "lab.test",
+            # nft for the 802.1Q test (test_the_policy_holds_on_8021q_subinterfaces); python3 and iproute2 are in
+            # the role's base package list.
+            "guest_image_extra_packages": ["nftables"],
             "guest_image_timezone": "Asia/Shanghai",
             "guest_image_authorized_keys": [(base / "id_ed25519.pub").read_text().strip()] if
             (base / "id_ed25519.pub").exists() else []}
@@ -299,3 +310,135 @@ def test_boot_loader_and_console(guest):
     serial = (guest["base"] / "serial.log").read_text(errors="replace")
     assert "gpu-test login:" in serial
     print("boot to SSH took %.0f s" % guest["boot_seconds"])
+
+
+# ------------------------------------------------------------------------------------ 802.1Q in the guest
+# The issue's tagged path, with real 802.1Q in the booted guest (one run of vlan_in_guest.py, ~10 s; its docstring
+# draws the wiring): network namespaces vl-switch (br0, vlan_filtering 1), vl-router (trunk: VLANs 10, 20, 30 tagged;
+# eth0.10/.20/.30 hold the gateways; forwarding), vl-gpu (trunk: 10, 20; the rendered nftables ruleset of lab-gpu-a),
+# vl-gateway (trunk: 20, 30), vl-client (access port, untagged, pvid 30). Addresses: inventories/lab.
+
+VLAN_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "vlan_in_guest.py")
+GPU_VM, LLM_GATEWAY, APPS_CLIENT = "lab-gpu-a", "lab-gateway", "lab-client"
+# The gateway's VLANs here: the inference VLAN (its path to the model servers) and apps (where clients reach it). Its
+# mgmt NIC is left out: the GPU VM's mgmt endpoints are then reached only through the router, like the client's.
+GATEWAY_VLANS = ("inference", "apps")
+HOP_VLAN = "inference"          # the VLAN the client's hand-made frame is tagged for
+
+
+def lab_vlans():
+    """inventories/lab's llmstack_vlans: mgmt 10, inference 20, apps 30 (id, cidr, gateway)."""
+    with open(os.path.join(ROOT, "inventories", "lab", "group_vars", "all", "main.yml")) as handle:
+        return yaml.safe_load(handle)["llmstack_vlans"]
+
+
+def vlan_lab_config(topology, ruleset):
+    """What vlan_in_guest.py builds, from inventories/lab (llmstack_vlans and the hosts' llmstack_interfaces, as the
+    topology has them): the router holds every VLAN's gateway on a trunk; the GPU VM and the gateway are trunks with
+    one sub-interface per VLAN they are on; the client sits on an access port of its one VLAN (apps)."""
+    vlans = lab_vlans()
+
+    def cidr(vlan, address):
+        return "%s/%s" % (address, vlans[vlan]["cidr"].split("/")[1])
+
+    hosts = topology["hosts"]
+
+    def trunk(host, names):
+        return dict((str(vlans[v]["id"]), cidr(v, a)) for v, a in hosts[host]["addresses"].items() if v in names)
+
+    gpu, client = hosts[GPU_VM]["addresses"], hosts[APPS_CLIENT]["addresses"]
+    assert list(client) == ["apps"], client
+    nodes = {
+        "router": {"trunk": dict((str(v["id"]), cidr(n, v["gateway"])) for n, v in vlans.items()), "forward": True},
+        "gpu": {"trunk": trunk(GPU_VM, gpu), "via": vlans["inference"]["gateway"]},
+        "gateway": {"trunk": trunk(LLM_GATEWAY, GATEWAY_VLANS), "via": vlans["inference"]["gateway"]},
+        "client": {"access": vlans["apps"]["id"], "address": cidr("apps", client["apps"]),
+                   "via": vlans["apps"]["gateway"]},
+    }
+    endpoints = [e for e in topology["endpoints"] if e["host"] == GPU_VM and not e["address"].startswith("127.")]
+    listen = [[e["address"], e["port"]] for e in endpoints] + [["0.0.0.0", 22]]
+    probes = [[ns, e["address"], e["port"]] for ns in ("gateway", "client") for e in endpoints]
+    # SSH: from the mgmt VLAN (the router's address there) yes, from the apps VLAN no.
+    probes += [["router", gpu["mgmt"], 22], ["client", gpu["mgmt"], 22]]
+    return {"nodes": nodes, "ruleset": ruleset, "listen": listen, "probes": probes, "hop_vid": vlans[HOP_VLAN]["id"],
+            # the client's routed path to the GPU VM works (ICMP echo is allowed): its TCP refusals are the policy's
+            "ping": [["client", gpu[HOP_VLAN]]], "timeout": 1.5}
+
+
+@pytest.fixture(scope="module")
+def vlan_lab(guest):
+    """Runs vlan_in_guest.py once in the booted guest with the ruleset network_policy renders for a GPU VM of
+    inventories/lab (topology and settings as test_network_policy.py computes them). {config, result, matrix}."""
+    sys.path.insert(0, os.path.join(ROOT, ".cache", "collections"))
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import network_policy
+    from test_network_policy import CONTROLLER, lab_topology
+
+    started = time.monotonic()
+    topology = lab_topology()
+    policy = network_policy.build(topology, GPU_VM, {"controller_addresses": [CONTROLLER], "ssh_vlans": ["mgmt"],
+                                                     "vlans": lab_vlans()})
+    config = vlan_lab_config(topology, policy["ruleset"])
+    rendered = time.monotonic()
+    with open(VLAN_SCRIPT) as handle:
+        script = handle.read()
+    run = subprocess.run(guest["ssh"] + ["python3 -c %s %s" % (shlex.quote(script), shlex.quote(json.dumps(config)))],
+                         capture_output=True, text=True, check=False, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    print("802.1Q lab: topology and ruleset %.1f s on the controller, %.1f s in the guest (built in %.1f s, "
+          "probed in %.1f s), kernel %s" % (rendered - started, time.monotonic() - rendered, result["build_seconds"],
+                                            result["exercise_seconds"], result["kernel"]))
+    print("slowest steps in the guest: %s" % sorted(result["steps"], key=lambda s: -s[1])[:4])
+    matrix = [r for r in policy["matrix"] if r["destination"] == GPU_VM]
+    return {"config": config, "result": result, "matrix": matrix}
+
+
+def test_the_vlan_aware_bridge_carries_what_each_port_is_given(vlan_lab):
+    """``bridge -j vlan show``: trunks carry their VLANs tagged, the client's access port only apps, untagged (pvid);
+    no port carries a VLAN it was not given (vlan_default_pvid 0: no VLAN 1 either)."""
+    result, nodes = vlan_lab["result"], vlan_lab["config"]["nodes"]
+    found = dict((port["ifname"], dict((v["vlan"], sorted(v.get("flags", []))) for v in port.get("vlans", [])))
+                 for port in result["bridge_vlans"] if port["ifname"].startswith("p-"))
+    wanted = dict(("p-" + name, dict((int(vid), []) for vid in node.get("trunk", {}))) for name, node in nodes.items())
+    wanted["p-client"] = {nodes["client"]["access"]: ["Egress Untagged", "PVID"]}
+    assert found == wanted
+    assert found["p-router"] == {10: [], 20: [], 30: []} and found["p-gpu"] == {10: [], 20: []}
+
+
+def test_the_policy_holds_on_8021q_subinterfaces(vlan_lab):
+    """The GPU VM (trunk, eth0.10/eth0.20) runs the rendered nftables ruleset: the gateway reaches its model servers
+    over its own VLAN-20 sub-interface; the client, routed from the apps VLAN through the router's sub-interfaces,
+    reaches none of them (nor SSH), although its packets do get there (ping) and are counted as dropped."""
+    result, config = vlan_lab["result"], vlan_lab["config"]
+    assert result["errors"] == [] and result["sent"] == [None, None], result
+    hosts = {"gateway": LLM_GATEWAY, "client": APPS_CLIENT}
+    allowed = {(r["source"], r["address"], r["port"]): r["allowed"] for r in vlan_lab["matrix"]}
+
+    def expect(netns, address, port):
+        if port == 22:              # SSH: from the mgmt VLAN (network_policy_ssh_vlans), i.e. the router's address
+            return netns == "router"
+        return allowed[(hosts[netns], address, port)]
+
+    wanted = {(ns, address, port): expect(ns, address, port) for ns, address, port in config["probes"]}
+    assert True in wanted.values() and False in wanted.values()
+    found = {(p["netns"], p["address"], p["port"]): p["opened"] for p in result["probes"]}
+    assert found == wanted, result["probes"]
+    # Who got through, as the listeners saw them: the gateway from its VLAN-20 sub-interface, the router from VLAN 10.
+    source = {"gateway": config["nodes"]["gateway"]["trunk"]["20"], "router": config["nodes"]["router"]["trunk"]["10"]}
+    assert sorted((a[1], a[2]) for a in result["accepted"]) == sorted(
+        (port, source[ns].split("/")[0]) for (ns, _a, port), opened in wanted.items() if opened)
+    assert [p["rc"] for p in result["pings"]] == [0]
+    assert result["dropped_input"] >= len([v for v in wanted.values() if not v])
+
+
+def test_a_frame_tagged_for_another_vlan_does_not_get_through(vlan_lab):
+    """A hand-made frame tagged for the inference VLAN, sent from the client's access port (apps), left the client
+    (seen on the bridge port) but is dropped by the bridge: it never reaches the GPU VM's trunk. The control: the same
+    frame from the router's trunk, a member of that VLAN, does arrive there, tagged for it."""
+    result = vlan_lab["result"]
+    markers, captured = result["markers"], result["captured"]
+    assert result["errors"] == [] and result["sent"] == [None, None], result
+    vid = vlan_lab["config"]["hop_vid"]
+    assert captured["vl-switch p-client"].get(markers["access"]) == {"vid": vid}, captured
+    assert markers["access"] not in captured["vl-gpu eth0"], captured
+    assert captured["vl-gpu eth0"].get(markers["trunk"]) == {"vid": vid}, captured

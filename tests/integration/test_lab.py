@@ -420,6 +420,28 @@ def test_gpu_vms_exist_in_pve_as_seed_000_configures_them(running_lab):
     assert "affinity" not in v100
 
 
+def test_the_gpu_vms_policy_is_in_the_lab_pves_firewall(running_lab):
+    """network_policy with network_policy_pve_firewall (inventories/lab): each GPU VM's NICs are filtered
+    (firewall=1), its security group is its first rule with policy_in DROP, its vLLM ports take the gateway's
+    inference address and not the apps client's, and the datacenter firewall is on with the controller in its
+    management set. fakepve keeps this configuration; it does not enforce it (test_network_policy sends packets)."""
+    api = lab_api()
+    cluster_sets = dict((s["name"], sorted(e["cidr"] for e in api.cluster.firewall.ipset(s["name"]).get()))
+                        for s in api.cluster.firewall.ipset.get())
+    assert int(api.cluster.firewall.options.get()["enable"]) >= 1
+    assert "172.30.10.250" in cluster_sets["management"]
+    for node, vmid, ports in (("lab-pve-a", 120, (8001, 8002)), ("lab-pve-b", 121, (8001, 8003))):
+        config = api.nodes(node).qemu(vmid).config.get()
+        assert all(split(config[k])[1].get("firewall") == "1" for k in config if re.match(r"^net\d+$", k))
+        firewall = api.nodes(node).qemu(vmid).firewall
+        assert firewall.rules.get()[0]["action"] == "llmstack-%d" % vmid
+        options = firewall.options.get()
+        assert (int(options["enable"]), options["policy_in"]) == (1, "DROP")
+        for port in ports:
+            allowed = cluster_sets["llmstack-%d-%d" % (vmid, port)]
+            assert "172.30.20.12" in allowed and "172.30.30.11" not in allowed, (vmid, port, allowed)
+
+
 def effective(api, node, vmid, key):
     """A config key as the VM's next start will have it (a running VM keeps non-hotplug edits pending)."""
     for entry in api.nodes(node).qemu(vmid).pending.get():
