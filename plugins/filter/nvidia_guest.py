@@ -17,6 +17,9 @@ description:
   - The same plugin file holds C(nvidia_passthrough_verdict) - C(smi_gpus | nvidia_passthrough_verdict(expected,
     bus_functions)) -> C({ok, problems, summary}) - and C(nvidia_missing_components) (C(apt-cache policy) text,
     codename, driver source -> the Debian components that source needs and apt does not read yet).
+  - C(nvidia_bar1_notes) (C(nvidia_gpu_facts) GPUs -> one sentence per GPU whose BAR1 aperture is smaller than its
+    VRAM, i.e. Resizable BAR off or not passed through), C(nvidia_nvlink_problems) (C(llmstack_nvidia.nvlink),
+    C(llmstack_nvidia.topology) -> inactive links, and GPUs with fewer links up than topo -m shows).
   - C(nvidia_settings_problems) (the role's settings without their C(nvidia_) prefix -> one message per problem),
     C(nvidia_distribution_problem) (C(ansible_facts) -> null, or why the distribution is not supported).
   - The package lists and apt pins C(nvidia_driver_packages), C(nvidia_driver_pin), C(nvidia_docker_packages),
@@ -50,6 +53,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia as nvidia_smi
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia_guest
 
 
@@ -100,6 +104,8 @@ class FilterModule(object):
                 "nvidia_settings_problems": nvidia_settings_problems,
                 "nvidia_distribution_problem": nvidia_distribution_problem,
                 "nvidia_passthrough_verdict": nvidia_passthrough_verdict,
+                "nvidia_bar1_notes": nvidia_smi.bar1_notes,
+                "nvidia_nvlink_problems": nvidia_smi.nvlink_problems,
                 "nvidia_missing_components": nvidia_missing_components,
                 "nvidia_driver_packages": nvidia_driver_packages,
                 "nvidia_driver_pin": _wrap(nvidia_guest.driver_pin),

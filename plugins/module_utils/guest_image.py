@@ -26,7 +26,9 @@ BASE_VERSION = 1
 SUITES = ("trixie",)
 BASE_PACKAGES = ("linux-image-amd64", "systemd-sysv", "udev", "dbus", "openssh-server", "python3",
                  "qemu-guest-agent", "ca-certificates", "locales", "tzdata", "initramfs-tools", "zstd",
-                 "grub-efi-amd64-bin", "grub2-common", "iproute2", "iputils-ping", "less")
+                 "grub-efi-amd64-bin", "grub2-common", "iproute2", "iputils-ping", "less",
+                 # Seed 000's own: fsck.vfat checks the ESP at boot (fstab pass 2), and an editor.
+                 "dosfstools", "vim")
 COMPONENTS = ("main", "contrib", "non-free", "non-free-firmware")
 SECTOR = 512
 MIB = 1024 * 1024

@@ -26,6 +26,8 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_check
 ROUTING_STRATEGIES = ("simple-shuffle", "latency-based-routing", "least-busy")
 PRICE_KEYS = ("input_cost_per_token", "output_cost_per_token", "input_cost_per_second", "output_cost_per_second")
 LIMIT_KEYS = ("rpm", "tpm")
+# Per deployment (litellm_params): seed 001 gives its main deployment `timeout: 600`.
+TIMEOUT_KEYS = ("timeout", "stream_timeout")
 DURATION_WORDS = ("hourly", "daily", "weekly", "monthly")
 DURATION_RE = re.compile(r"^[1-9][0-9]*(s|m|h|d|w|mo)$")
 GROUP_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
@@ -250,8 +252,11 @@ def validate(data):
             errors.append("%s must be a mapping" % var)
             continue
         for key, value in entry.items():
-            if key not in PRICE_KEYS + LIMIT_KEYS:
-                errors.append("%s: unknown key %s (allowed: %s)" % (var, key, ", ".join(PRICE_KEYS + LIMIT_KEYS)))
+            if key not in PRICE_KEYS + LIMIT_KEYS + TIMEOUT_KEYS:
+                allowed = ", ".join(PRICE_KEYS + LIMIT_KEYS + TIMEOUT_KEYS)
+                errors.append("%s: unknown key %s (allowed: %s)" % (var, key, allowed))
+            elif key in TIMEOUT_KEYS and (not _number(value) or value <= 0):
+                errors.append("%s.%s must be a number of seconds > 0, got %r" % (var, key, value))
             elif not _number(value) or value < 0:
                 errors.append("%s.%s must be a number >= 0, got %r" % (var, key, value))
         per_token = [k for k in entry if k.endswith("_per_token")]
@@ -271,6 +276,18 @@ def validate(data):
     if timeout is not None and (not _number(timeout) or timeout <= 0):
         errors.append("litellm_timeout must be a number of seconds > 0, got %r" % (timeout,))
     errors.extend(validate_clients(data.get("clients") or [], names, settings))
+    budget = data.get("budget") or {}
+    if budget.get("max_budget") is not None:
+        if not _number(budget["max_budget"]) or budget["max_budget"] <= 0:
+            errors.append("litellm_max_budget must be a number of USD > 0, got %r" % (budget["max_budget"],))
+        unpriced = sorted(n for n in names if not priced(settings.get(n)))
+        if unpriced:
+            errors.append("litellm_max_budget: %s has no price in litellm_model_settings, so its spend would count as "
+                          "0 and the budget would never be reached" % ", ".join(unpriced))
+    duration = budget.get("budget_duration")
+    if duration is not None and not valid_duration(duration):
+        errors.append("litellm_budget_duration: %r is not a LiteLLM duration (30d, 1mo, 24h, 7d, or %s)"
+                      % (duration, "/".join(DURATION_WORDS)))
     return errors
 
 
@@ -328,7 +345,7 @@ def _deployment(group, target, dep, order, settings):
     if dep["api_key"]:
         params["api_key"] = "os.environ/%s" % env_name("VLLM_API_KEY", dep["host"])
     entry = settings.get(target) or {}
-    for key in LIMIT_KEYS:
+    for key in LIMIT_KEYS + TIMEOUT_KEYS:
         if key in entry:
             params[key] = entry[key]
     params["order"] = order
@@ -348,7 +365,7 @@ def _external(group, ext, order, settings):
     if ext.get("api_key", True):
         params["api_key"] = "os.environ/%s" % env_name("LITELLM_EXTERNAL_API_KEY", ext["name"])
     entry = settings.get(ext["name"]) or {}
-    for key in LIMIT_KEYS:
+    for key in LIMIT_KEYS + TIMEOUT_KEYS:
         if key in entry:
             params[key] = entry[key]
     params["order"] = order
@@ -421,6 +438,11 @@ def build(data):
         if health.get("routing"):
             general["enable_health_check_routing"] = True
     litellm_settings = {"drop_params": True, "set_verbose": False}
+    budget = data.get("budget") or {}
+    if budget.get("max_budget") is not None:
+        litellm_settings["max_budget"] = budget["max_budget"]
+        if budget.get("budget_duration"):
+            litellm_settings["budget_duration"] = budget["budget_duration"]
     callbacks = []
     if data.get("prometheus"):
         callbacks.append("prometheus")

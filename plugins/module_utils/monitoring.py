@@ -159,7 +159,7 @@ def jobs_from_inventory(hosts, groups, settings):
                                  "labels": {"host": host, "model": str(model.get("name"))}})
     node = []
     seen = set()
-    for group in settings.get("node_groups", ["gpu_vms", "observability"]):
+    for group in settings.get("node_groups", ["gpu_vms", "observability", "pve_hosts"]):
         for host in groups.get(mapping.get(group, group)) or []:
             if host in seen:
                 continue

@@ -134,6 +134,8 @@ def parse_xml(text):
             "bus_id": normalise_bus_id(_text(gpu, "pci/pci_bus_id") or gpu.get("id")),
             "pci_device_id": _pci_device_id(_text(gpu, "pci/pci_device_id")),
             "memory_mib": _mib(_text(gpu, "fb_memory_usage/total")),
+            # The BAR1 aperture the CPU maps the VRAM through: 256 MiB without Resizable BAR (seed 000, BIOS).
+            "bar1_mib": _mib(_text(gpu, "bar1_memory_usage/total")),
             "architecture": _text(gpu, "product_architecture"),
             "vbios_version": _text(gpu, "vbios_version"),
             "serial": _text(gpu, "serial"),
@@ -242,3 +244,61 @@ def merge(xml_data=None, csv_rows=None, topology=None):
     if topology is not None:
         result["topology"] = topology
     return result
+
+
+def bar1_notes(gpus):
+    """The GPUs whose BAR1 aperture is smaller than their VRAM (Resizable BAR off or lost on the way into the VM),
+    one sentence each; seed 000 checks BAR1 in `nvidia-smi -q` after enabling Above 4G decoding and Re-Size BAR."""
+    notes = []
+    for gpu in gpus or []:
+        bar1, vram = gpu.get("bar1_mib"), gpu.get("memory_mib")
+        if bar1 is None or vram is None or bar1 >= vram:
+            continue
+        notes.append("GPU %s (%s): BAR1 %d MiB is smaller than its %d MiB of VRAM - Resizable BAR is off (BIOS: Above "
+                     "4G Decoding and Re-Size BAR Support) or the VM does not get it (OVMF, a 64-bit MMIO window as "
+                     "large as the BARs)" % (gpu.get("index"), gpu.get("name") or "?", bar1, vram))
+    return notes
+
+
+_NVLINK_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: [^)]*\))?\s*$")
+_NVLINK_LINK = re.compile(r"^\s+Link (\d+): (.*?)\s*$")
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` -> {gpu index: {name, links: {link: GB/s, or None when <inactive>}}}; a GPU whose board
+    has no NVLink prints no Link line (or "(Not supported)") and has no links."""
+    gpus, current = {}, None
+    for line in str(text or "").splitlines():
+        found = _NVLINK_GPU.match(line)
+        if found:
+            current = int(found.group(1))
+            gpus[current] = {"name": found.group(2).strip(), "links": {}}
+            continue
+        found = _NVLINK_LINK.match(line)
+        if found and current is not None:
+            speed = re.match(r"^([0-9.]+) GB/s$", found.group(2))
+            gpus[current]["links"][int(found.group(1))] = float(speed.group(1)) if speed else None
+    return gpus
+
+
+def nvlink_problems(status, topology=None):
+    """Seed 000's `nvidia-smi nvlink -s` check on a box with NVLink: every link a GPU reports must be up, and a GPU
+    that topo -m links to another over NVLink must report that many links up."""
+    problems = []
+    for index, gpu in sorted((status or {}).items()):
+        down = sorted(link for link, speed in gpu["links"].items() if speed is None)
+        if down and len(down) < len(gpu["links"]):
+            problems.append("GPU %d (%s): NVLink link(s) %s inactive while %d are up - reseat the bridge or check "
+                            "the board (nvidia-smi nvlink -e for the error counters)"
+                            % (index, gpu["name"], ", ".join(str(d) for d in down), len(gpu["links"]) - len(down)))
+    links = (topology or {}).get("links") or {}
+    for name, row in sorted(links.items()):
+        if not name.startswith("GPU"):
+            continue
+        index = int(name[3:])
+        wanted = sum(int(v[2:]) for v in row.values() if re.match(r"^NV\d+$", str(v).strip().upper()))
+        up = len([s for s in ((status or {}).get(index) or {}).get("links", {}).values() if s is not None])
+        if wanted and up < wanted:
+            problems.append("GPU %d: topo -m shows %d NVLink(s) to its peers, nvidia-smi nvlink -s %d up"
+                            % (index, wanted, up))
+    return problems

@@ -51,7 +51,9 @@ ROLE_SETTINGS = {
     # hosts.<vm>.vm, so guest_image reads it there instead of restating gpu_vm's defaults.
     "gpu_vm": ("gpu_vm_node", "gpu_vm_pve_node", "gpu_vm_vmid", "gpu_vm_storage", "gpu_vm_disk_gib",
                "gpu_vm_disk_options", "gpu_vm_api_host", "gpu_vm_api_port", "gpu_vm_api_user", "gpu_vm_api_token_id",
-               "gpu_vm_api_validate_certs"),
+               "gpu_vm_api_validate_certs", "gpu_vm_nic_firewall"),
+    # PVE's firewall filters a VM's NIC only with firewall=1 on it (gpu_vm_nic_firewall): checked together here.
+    "network_policy": ("network_policy_pve_firewall",),
 }
 
 #: Which inventory group runs which service role (the stage playbooks' hosts).
@@ -60,8 +62,9 @@ ROLE_GROUPS = {
     "litellm": ("llm_gateways",),
     "tls_proxy": ("llm_gateways",),
     "langfuse": ("langfuse",),
-    "monitoring": ("observability", "gpu_vms"),
+    "monitoring": ("observability", "gpu_vms", "pve_hosts"),
     "gpu_vm": ("gpu_vms",),
+    "network_policy": ("gpu_vms",),
 }
 
 
@@ -463,6 +466,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
             break
     names = list(groups.get("all") or sorted(hosts))
     topo_hosts = {}
+    firewall_problems = []
     for host in names:
         data = hosts.get(host) or {}
         member_of = sorted(g for g, members in groups.items() if host in (members or []) and g not in
@@ -486,9 +490,16 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
             topo_hosts[host]["sysfs_root"] = data.get("llmstack_sysfs_root") or "/"
         if host in _members(groups, "gpu_vms"):
             topo_hosts[host]["vm"] = vm_settings(settings.get(host) or {})
+            own = settings.get(host) or {}
+            if (inventory_model.truthy(own.get("network_policy_pve_firewall", False))
+                    and not inventory_model.truthy(own.get("gpu_vm_nic_firewall", False))):
+                firewall_problems.append(
+                    "host %s: network_policy_pve_firewall is true but gpu_vm_nic_firewall is false: PVE's firewall "
+                    "would not filter the VM's NICs (set gpu_vm_nic_firewall: true)" % host)
     gpus, problems = placement(node_plans(groups, hosts), pci_by_node or {})
     found, endpoint_errors = endpoints(groups, hosts, settings, vlans)
     problems.extend(endpoint_errors)
+    problems.extend(firewall_problems)
     shared = any(str((data or {}).get("llmstack_loopback_shared")).lower() in ("true", "yes", "1", "on")
                  for data in hosts.values())
     problems.extend(endpoint_problems(found, topo_hosts, vlans, shared))

@@ -60,6 +60,12 @@ def vllm_args(service, port, host=None):
         args += ["--kv-cache-dtype", service["kv_cache_dtype"]]
     if service.get("enforce_eager"):
         args.append("--enforce-eager")
+    if service.get("block_size") is not None:
+        args += ["--block-size", str(service["block_size"])]
+    if service.get("enable_chunked_prefill") is not None:
+        args.append("--enable-chunked-prefill" if service["enable_chunked_prefill"] else "--no-enable-chunked-prefill")
+    if service.get("disable_custom_all_reduce"):
+        args.append("--disable-custom-all-reduce")
     if service.get("revision"):
         args += ["--revision", str(service["revision"])]
     loras = service.get("lora_modules") or []
@@ -70,6 +76,10 @@ def vllm_args(service, port, host=None):
             if not isinstance(lora, dict) or not lora.get("name") or not lora.get("path"):
                 raise DeployError("model %s: lora_modules entries need name and path" % service["name"])
             args.append("%s=%s" % (lora["name"], lora["path"]))
+        if service.get("max_loras") is not None:
+            args += ["--max-loras", str(service["max_loras"])]
+        if service.get("max_lora_rank") is not None:
+            args += ["--max-lora-rank", str(service["max_lora_rank"])]
     for extra in service.get("extra_args") or []:
         args.append(str(extra))
     return args
@@ -82,6 +92,15 @@ def _env(settings, offline):
     if settings.get("hf_endpoint"):
         env["HF_ENDPOINT"] = settings["hf_endpoint"]
     env.update(settings.get("extra_env") or {})
+    return env
+
+
+def nccl_env(service):
+    """NCCL's switches of a model (seed 001's multi-GPU unit: NCCL_P2P_DISABLE=0, NCCL_IB_DISABLE=1)."""
+    env = {}
+    for key, name in (("nccl_p2p_disable", "NCCL_P2P_DISABLE"), ("nccl_ib_disable", "NCCL_IB_DISABLE")):
+        if service.get(key) is not None:
+            env[name] = "1" if service[key] else "0"
     return env
 
 
@@ -108,6 +127,10 @@ def check_services(services):
 SERVED_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 MODEL_INT_KEYS = (("max_model_len", 1), ("max_num_seqs", 1), ("tensor_parallel_size", 1), ("bits", 1))
+BOOL_KEYS = ("enforce_eager", "enable_chunked_prefill", "disable_custom_all_reduce", "nccl_p2p_disable",
+             "nccl_ib_disable")
+# vLLM's choices (vllm/config: BlockSize, and the LoRA ranks its kernels are built for).
+CHOICE_KEYS = (("block_size", (1, 8, 16, 32, 64, 128)), ("max_lora_rank", (1, 8, 16, 32, 64, 128, 256, 320, 512)))
 SCALARS = (str, int, float)
 
 
@@ -169,8 +192,24 @@ def _model_problems(index, model):
             problems.append("%s.gpus: %r must be a non-empty list of GPU indices (0, 1, ...)" % (label, gpus))
         elif len(set(indices)) != len(indices):
             problems.append("%s.gpus: %r lists a GPU twice" % (label, gpus))
-    if "enforce_eager" in model and not isinstance(model["enforce_eager"], bool):
-        problems.append("%s.enforce_eager: %r must be true or false" % (label, model["enforce_eager"]))
+    for key in BOOL_KEYS:
+        if key in model and model[key] is not None and not isinstance(model[key], bool):
+            problems.append("%s.%s: %r must be true or false" % (label, key, model[key]))
+    for key, allowed in CHOICE_KEYS:
+        if model.get(key) is not None and value_checks.as_int(model[key]) not in allowed:
+            problems.append("%s.%s: %r is not one of vLLM's values (%s)" % (label, key, model[key],
+                                                                            ", ".join(str(a) for a in allowed)))
+    if model.get("max_loras") is not None:
+        count = value_checks.as_int(model["max_loras"])
+        if count is None or count < 1:
+            problems.append("%s.max_loras: %r is not a whole number >= 1" % (label, model["max_loras"]))
+    for key in ("max_loras", "max_lora_rank"):
+        if model.get(key) is not None and not model.get("lora_modules"):
+            problems.append("%s.%s: only with lora_modules (vLLM serves LoRA adapters only with --enable-lora)"
+                            % (label, key))
+    if model.get("nccl_p2p_disable") is True and model.get("disable_custom_all_reduce") is False:
+        problems.append("%s: disable_custom_all_reduce false needs peer-to-peer access between the GPUs, which "
+                        "nccl_p2p_disable true turns off; drop one of them" % label)
     architecture = model.get("architecture")
     if architecture is not None:
         if not isinstance(architecture, dict):
@@ -280,6 +319,7 @@ def compose(services, settings):
     project = {"services": {}}
     for service in services:
         env = _env(settings, settings.get("offline", False))
+        env.update(nccl_env(service))
         env.update(service.get("env") or {})
         definition = {
             "image": service.get("image") or image,
@@ -386,6 +426,7 @@ def systemd_units(services, settings):
         if settings.get("hf_endpoint"):
             env["HF_ENDPOINT"] = settings["hf_endpoint"]
         env.update(settings.get("extra_env") or {})
+        env.update(nccl_env(service))
         env.update(service.get("env") or {})
         args = vllm_args(service, service["port"], host=settings.get("bind_address", "127.0.0.1"))
         argv = [settings["venv"] + "/bin/vllm", "serve"] + args[1:]

@@ -274,7 +274,9 @@ class Planner(object):
         label = "model %s (%s)" % (spec.get("name") or "models[%d]" % index, spec.get("model") or "?")
         # served_model_name is not one: the model is served as its name (--served-model-name <name>), the name the
         # gateway routes to; accepting another one would be silently ignored.
-        passed_through = {"port", "lora_modules", "extra_args", "env", "image", "api_key", "revision"}
+        passed_through = {"port", "lora_modules", "extra_args", "env", "image", "api_key", "revision", "max_loras",
+                          "max_lora_rank", "block_size", "enable_chunked_prefill", "disable_custom_all_reduce",
+                          "nccl_p2p_disable", "nccl_ib_disable"}
         unknown = sorted(set(spec) - set(MODEL_KEYS) - passed_through)
         if unknown:
             self.problems.append("%s: unknown keys %s" % (label, ", ".join(unknown)))
@@ -424,6 +426,18 @@ class Planner(object):
                                  "use %d GPU(s) and run replicas instead" % (model["label"], len(gpus), path,
                                                                              smaller[0], smaller[0]))
 
+    def check_all_reduce(self, model, gpus):
+        """vLLM's custom all-reduce writes into the other GPUs' memory (CUDA IPC): it needs peer-to-peer access
+        between every pair of the group. Asked for explicitly (disable_custom_all_reduce: false) over a pair the
+        topology shows linked only through the CPU sockets (SYS), it cannot work: refused."""
+        if len(gpus) < 2 or model["spec"].get("disable_custom_all_reduce") is not False or not self.topology:
+            return
+        rank, worst = self.group_rank(gpus)
+        if rank <= nvidia.link_rank("SYS"):
+            self.problems.append("%s: disable_custom_all_reduce false on GPUs %s, linked through %s: custom all-reduce "
+                                 "needs peer-to-peer access, which does not cross the CPU sockets; leave it unset "
+                                 "(vLLM decides) or set it true" % (model["label"], gpus, worst))
+
     @staticmethod
     def valid_tp(model, tp):
         heads = model["arch"].get("attention_heads")
@@ -521,6 +535,7 @@ class Planner(object):
                 self.problems.append(self.shortfall(model, gpus, estimate))
                 continue
             self.check_topology(model, gpus)
+            self.check_all_reduce(model, gpus)
             services.append(self.service(model, gpus, estimate))
         if self.problems:
             raise PlanError(self.problems)

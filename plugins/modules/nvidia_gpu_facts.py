@@ -13,11 +13,13 @@ module: nvidia_gpu_facts
 short_description: The NVIDIA GPUs of a host and their link matrix, from nvidia-smi
 version_added: 0.1.0
 description:
-  - Runs C(nvidia-smi -q -x), C(nvidia-smi --query-gpu=...) and C(nvidia-smi topo -m), or parses recorded output
-    given as O(xml), O(query_csv) and O(topology), and returns C(ansible_facts.llmstack_nvidia) with
-    C(driver_version), C(cuda_version), C(gpus) (C(index), C(name), C(uuid), C(bus_id), C(memory_mib),
-    C(compute_capability) when the driver prints it, ...) and C(topology) (see the
-    C(pvegpu.llmstack.nvidia_topology) filter).
+  - Runs C(nvidia-smi -q -x), C(nvidia-smi --query-gpu=...), C(nvidia-smi topo -m) and C(nvidia-smi nvlink -s), or
+    parses recorded output given as O(xml), O(query_csv), O(topology) and O(nvlink_status), and returns
+    C(ansible_facts.llmstack_nvidia) with C(driver_version), C(cuda_version), C(gpus) (C(index), C(name), C(uuid),
+    C(bus_id), C(memory_mib), C(compute_capability) when the driver prints it, C(bar1_mib), ...), C(topology) (see the
+    C(pvegpu.llmstack.nvidia_topology) filter) and C(nvlink) (GPU index to C({name, links}), each link's GB/s or null
+    when inactive; empty on boards without NVLink, where C(nvidia-smi nvlink -s) may also fail - that is not an
+    error).
   - Reads only; fails with the command's error when C(nvidia-smi) is missing or cannot talk to the driver.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
@@ -35,6 +37,9 @@ options:
     type: str
   query_csv:
     description: Recorded C(--query-gpu) csv output (with a header, or with O(query_fields)).
+    type: str
+  nvlink_status:
+    description: Recorded C(nvidia-smi nvlink -s) output; given, nvidia-smi is not run for it.
     type: str
   query_fields:
     description: The C(--query-gpu) fields, run or recorded.
@@ -96,11 +101,12 @@ def main():
                               default=["index", "name", "uuid", "pci.bus_id", "memory.total", "driver_version",
                                        "compute_cap"]),
             topology=dict(type="str"),
+            nvlink_status=dict(type="str"),
         ),
         supports_check_mode=True,
     )
     params = module.params
-    recorded = any(params[k] is not None for k in ("xml", "query_csv", "topology"))
+    recorded = any(params[k] is not None for k in ("xml", "query_csv", "topology", "nvlink_status"))
     if not recorded:
         path = module.get_bin_path(params["nvidia_smi"])
         if path is None:
@@ -116,9 +122,15 @@ def main():
         xml_data = nvidia.parse_xml(xml_text) if xml_text else None
         csv_rows = nvidia.parse_query_csv(csv_text, params["query_fields"]) if csv_text else None
         topology = nvidia.parse_topology(topo_text) if topo_text else None
+        if recorded:
+            nvlink_text = params["nvlink_status"] or ""
+        else:
+            # A board without NVLink may answer with an error: no links, not a failure.
+            nvlink_text = module.run_command([params["nvidia_smi"], "nvlink", "-s"])[1]
     except nvidia.NvidiaParseError as exc:
         module.fail_json(msg="cannot read nvidia-smi's output: %s" % exc)
     facts = nvidia.merge(xml_data, csv_rows, topology)
+    facts["nvlink"] = nvidia.parse_nvlink_status(nvlink_text)
     module.exit_json(changed=False, ansible_facts={"llmstack_nvidia": facts})
 
 

@@ -181,7 +181,7 @@ def test_data_directories_belong_to_the_services_users(deployed):
 
 def test_dashboards_and_provisioning_are_installed(deployed):
     grafana = deployed["base"] / "obs" / "grafana"
-    assert sorted(os.listdir(grafana / "dashboards")) == ["gateway.json", "gpu.json", "vllm.json"]
+    assert sorted(os.listdir(grafana / "dashboards")) == ["gateway.json", "gpu.json", "hosts.json", "vllm.json"]
     datasource = yaml.safe_load((grafana / "provisioning" / "datasources" / "llmstack.yml").read_text())
     assert datasource["datasources"][0]["url"] == "http://prometheus:9090"
     assert (deployed["base"] / "gpu" / "dcgm-counters.csv").read_text().count("DCGM_FI_DEV_") >= 15

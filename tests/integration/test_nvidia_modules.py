@@ -22,14 +22,14 @@ def run_module(module, args, env=None):
     return list(report["plays"][0]["tasks"][0]["hosts"].values())[0]
 
 
-def stand_in(tmp_path, broken=False):
+def stand_in(tmp_path, broken=False, nvlink=None):
     script = tmp_path / "nvidia-smi"
     if broken:
         body = 'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver." >&2; exit 9\n'
     else:
         body = ('case "$1" in\n  -q) cat "%s/smi-q-x-2x3090.xml" ;;\n  topo) cat "%s/topo-platform-a.txt" ;;\n'
-                '  --query-gpu=*) sed 1d "%s/query-gpu.csv" | sed "s/ MiB//" ;;\n  *) exit 2 ;;\nesac\n'
-                % (FIXTURES, FIXTURES, FIXTURES))
+                '  --query-gpu=*) sed 1d "%s/query-gpu.csv" | sed "s/ MiB//" ;;\n%s  *) exit 2 ;;\nesac\n'
+                % (FIXTURES, FIXTURES, FIXTURES, '  nvlink) cat "%s/%s" ;;\n' % (FIXTURES, nvlink) if nvlink else ""))
     script.write_text("#!/bin/sh\n" + body)
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return str(script)
@@ -42,6 +42,14 @@ def test_facts_from_the_running_command(tmp_path):
     assert [(g["index"], g["bus_id"], g["memory_mib"], g["compute_capability"]) for g in facts["gpus"]] == [
         (0, "0000:41:00.0", 24576, "8.6"), (1, "0000:61:00.0", 24576, "8.6")]
     assert facts["topology"]["links"]["GPU0"]["GPU3"] == "PHB"
+    # This board has no NVLink: the stand-in fails `nvlink -s` as such a board may; no links, not a failure.
+    assert facts["nvlink"] == {}
+
+
+def test_nvlink_status_is_read_when_the_board_has_it(tmp_path):
+    result = run_module("nvidia_gpu_facts", {"nvidia_smi": stand_in(tmp_path, nvlink="nvlink-s-inactive.txt")})
+    nvlink = result["ansible_facts"]["llmstack_nvidia"]["nvlink"]
+    assert nvlink["1"]["links"] == {"0": 25.781, "1": None}  # JSON keys: strings
 
 
 def test_a_broken_driver_is_reported(tmp_path):

@@ -283,3 +283,31 @@ def test_the_gateway_reads_the_gpu_vms_from_the_topology():
          "models": [{"name": "fast", "port": 8001, "model": "m1", "max_model_len": 4096}]},
         {"host": "gpu-b", "address": "10.0.20.21", "api_key": False,
          "models": [{"name": "fast", "port": 8002, "model": "m1", "max_model_len": None}]}]
+
+
+def test_a_per_deployment_timeout_and_the_proxy_wide_budget_are_rendered():
+    """Seed 001: the main deployment waits 600 s while the router's timeout is 60; seed 000: max_budget 100 a month."""
+    built = litellm_config.build(data(model_settings={"fast": dict(PRICE, timeout=600, stream_timeout=120),
+                                                      "balanced": PRICE, "reasoning": PRICE},
+                                      budget={"max_budget": 100, "budget_duration": "monthly"}))
+    fast = [e for e in built["config"]["model_list"] if e["model_name"] == "fast"]
+    assert {(e["litellm_params"]["timeout"], e["litellm_params"]["stream_timeout"]) for e in fast} == {(600, 120)}
+    reasoning = [e for e in built["config"]["model_list"] if e["model_name"] == "reasoning"]
+    assert "timeout" not in reasoning[0]["litellm_params"]
+    settings = built["config"]["litellm_settings"]
+    assert (settings["max_budget"], settings["budget_duration"]) == (100, "monthly")
+    assert "max_budget" not in litellm_config.build(data())["config"]["litellm_settings"]
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    ({"model_settings": {"fast": dict(PRICE, timeout=0), "balanced": PRICE, "reasoning": PRICE}},
+     "litellm_model_settings.fast.timeout must be a number of seconds > 0"),
+    ({"budget": {"max_budget": -5}}, "litellm_max_budget must be a number of USD > 0"),
+    ({"budget": {"max_budget": 100}, "model_settings": {"fast": PRICE}},
+     "litellm_max_budget: balanced, reasoning has no price"),
+    ({"budget": {"max_budget": 100, "budget_duration": "fortnightly"}}, "litellm_budget_duration: 'fortnightly'"),
+])
+def test_bad_timeouts_and_budgets_are_named(extra, fragment):
+    with pytest.raises(litellm_config.LitellmConfigError) as info:
+        litellm_config.build(data(**extra))
+    assert any(fragment in e for e in info.value.errors), info.value.errors

@@ -100,3 +100,45 @@ def test_merge_completes_the_xml_with_the_csv_compute_capability():
     assert [g["compute_capability"] for g in merged["gpus"]] == ["8.6", "8.6"]
     assert merged["gpus"][1]["name"] == "NVIDIA GeForce RTX 3090"
     assert merged["topology"]["links"]["GPU0"]["GPU1"] == "PHB"
+
+
+def test_bar1_against_the_vram_from_recorded_outputs():
+    """tests/fixtures/nvidia/smi-q-x-bar1-public.xml (SOURCE): 256 MiB BAR1 on an 8 GiB card is Resizable BAR off;
+    a BAR1 as large as the VRAM, or larger, is not named."""
+    with open(os.path.join(FIXTURES, "smi-q-x-bar1-public.xml")) as handle:
+        gpus = nvidia.parse_xml(handle.read())["gpus"]
+    assert [(g["memory_mib"], g["bar1_mib"]) for g in gpus] == [(8192, 256), (23034, 32768), (8188, 8192)]
+    notes = nvidia.bar1_notes(gpus)
+    assert len(notes) == 1 and notes[0].startswith("GPU 0 (")
+    assert "BAR1 256 MiB is smaller than its 8192 MiB" in notes[0]
+    assert nvidia.bar1_notes([{"index": 0, "memory_mib": 24576}]) == [], "no BAR1 reading: nothing to say"
+
+
+def read_fixture(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return handle.read()
+
+
+def test_nvlink_status_from_recorded_outputs():
+    """Seed 000: `nvidia-smi nvlink -s` shows 25.781 GB/s per link on the V100 SXM2 board (SOURCE)."""
+    v100 = nvidia.parse_nvlink_status(read_fixture("nvlink-s-v100.txt"))
+    assert sorted(v100) == [0, 1] and v100[0]["name"] == "Tesla V100-SXM2-16GB"
+    assert v100[1]["links"] == dict((link, 25.781) for link in range(6))
+    assert nvidia.nvlink_problems(v100) == []
+    broken = nvidia.parse_nvlink_status(read_fixture("nvlink-s-inactive.txt"))
+    assert broken[1]["links"] == {0: 25.781, 1: None}
+    problems = nvidia.nvlink_problems(broken)
+    assert len(problems) == 1 and problems[0].startswith("GPU 1 (Quadro RTX 8000): NVLink link(s) 1 inactive")
+
+
+def test_nvlink_links_topo_shows_must_be_up():
+    """topo -m NV2 between two GPUs: each must report two links up; a board without NVLink reports none and is
+    judged only where topo -m shows NVLink."""
+    topology = {"links": {"GPU0": {"GPU1": "NV2"}, "GPU1": {"GPU0": "NV2"}}}
+    two = {0: {"name": "a", "links": {0: 25.781, 1: 25.781}}, 1: {"name": "b", "links": {0: 25.781, 1: 25.781}}}
+    assert nvidia.nvlink_problems(two, topology) == []
+    one = {0: two[0], 1: {"name": "b", "links": {0: 25.781}}}
+    problems = nvidia.nvlink_problems(one, topology)
+    assert len(problems) == 1 and problems[0].startswith("GPU 1:") and "2 NVLink" in problems[0]
+    pcie = {"links": {"GPU0": {"GPU1": "PHB"}, "GPU1": {"GPU0": "PHB"}}}
+    assert nvidia.nvlink_problems(nvidia.parse_nvlink_status("GPU 0: RTX 3090\nGPU 1: RTX 3090\n"), pcie) == []

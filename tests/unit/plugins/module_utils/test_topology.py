@@ -271,3 +271,15 @@ def test_each_gpu_vm_carries_its_node_disk_and_api_for_the_guests_stage_without_
                                          "token_id": "llmstack", "validate_certs": True}}
     assert "0123456789" not in str(topo) and "vm" not in topo["hosts"]["pve-a"]
     assert not [n for n in topology.ROLE_SETTINGS["gpu_vm"] if "password" in n or "secret" in n]
+
+
+def test_pve_firewall_without_the_nics_firewall_flag_is_refused_naming_both():
+    m = model({"pve_hosts": ["pve-a"], "gpu_vms": ["vm-1", "vm-2"]},
+              **{"pve-a": {}, "vm-1": {"gpu_vm_node": "pve-a"}, "vm-2": {"gpu_vm_node": "pve-a"}})
+    settings = {"vm-1": {"gpu_vm_node": "pve-a", "gpu_vm_vmid": 120, "network_policy_pve_firewall": True,
+                         "gpu_vm_nic_firewall": False},
+                "vm-2": {"gpu_vm_node": "pve-a", "gpu_vm_vmid": 121, "network_policy_pve_firewall": "true",
+                         "gpu_vm_nic_firewall": "true"}}
+    _topo, problems = topology.build(m, settings)
+    found = [p for p in problems if "network_policy_pve_firewall" in p]
+    assert len(found) == 1 and found[0].startswith("host vm-1:") and "gpu_vm_nic_firewall" in found[0]

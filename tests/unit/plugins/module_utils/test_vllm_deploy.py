@@ -270,3 +270,34 @@ def test_systemd_analyze_verifies_the_rendered_unit(services, tmp_path):
     bad.write_text("[Service]\nExecStart=/bin/true serve \"unterminated\n")
     result = subprocess.run(["systemd-analyze", "verify", str(bad)], capture_output=True, text=True, check=False)
     assert result.returncode != 0 or result.stderr.strip()
+
+
+def test_the_seeds_lora_limits_block_size_chunked_prefill_and_nccl_switches_are_rendered():
+    """Seed 000's `--max-loras 3 --max-lora-rank 16`, seed 001's NCCL_P2P_DISABLE=0 / NCCL_IB_DISABLE=1."""
+    models = [dict(MODELS[1], max_loras=3, max_lora_rank=16, block_size=32, enable_chunked_prefill=False,
+                   disable_custom_all_reduce=True, nccl_p2p_disable=False, nccl_ib_disable=True)]
+    service = vllm_plan.plan(GPUS, models)["services"][0]
+    args = vllm_deploy.vllm_args(service, 8000)
+    assert (flag(args, "--max-loras"), flag(args, "--max-lora-rank"), flag(args, "--block-size")) == ("3", "16", "32")
+    assert "--no-enable-chunked-prefill" in args and "--disable-custom-all-reduce" in args
+    assert args.index("--max-loras") > args.index("--enable-lora")
+    env = vllm_deploy.compose([service], SETTINGS)["services"]["vllm-reasoning"]["environment"]
+    assert (env["NCCL_P2P_DISABLE"], env["NCCL_IB_DISABLE"]) == ("0", "1")
+    unit = vllm_deploy.systemd_units([service], SETTINGS)["vllm-reasoning.service"]
+    assert ("NCCL_IB_DISABLE", "1") in unit["environment"]
+    plain = vllm_deploy.vllm_args(vllm_plan.plan(GPUS, [MODELS[0]])["services"][0], 8000)
+    assert not {"--block-size", "--max-loras", "--disable-custom-all-reduce"} & set(plain)
+    assert not [a for a in plain if "chunked" in a]
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"max_loras": 2}, "max_loras: only with lora_modules"),
+    ({"max_lora_rank": 12, "lora_modules": [{"name": "a", "path": "/x"}]}, "max_lora_rank: 12 is not one of vLLM's"),
+    ({"block_size": 24}, "block_size: 24 is not one of vLLM's values (1, 8, 16, 32, 64, 128)"),
+    ({"enable_chunked_prefill": "yes"}, "enable_chunked_prefill: 'yes' must be true or false"),
+    ({"nccl_p2p_disable": True, "disable_custom_all_reduce": False}, "which nccl_p2p_disable true turns off"),
+    ({"max_loras": 0, "lora_modules": [{"name": "a", "path": "/x"}]}, "max_loras: 0 is not a whole number >= 1"),
+])
+def test_bad_vllm_switches_are_named(changes, fragment):
+    problems = vllm_deploy.check_settings(model(**changes))
+    assert any(fragment in p for p in problems), problems

@@ -246,3 +246,16 @@ def test_served_model_name_is_refused_the_model_is_served_as_its_name():
                                                   r"served_model_name"):
         vllm_plan.plan(RTX3090, [{"name": "fast", "model": "Qwen/Qwen2.5-7B-Instruct", "gpus": [0],
                                   "served_model_name": "qwen-7b"}])
+
+
+def test_custom_all_reduce_asked_for_across_the_sockets_is_refused():
+    """Custom all-reduce needs P2P between the GPUs: refused when asked for over a SYS link, fine over NVLink or
+    when vLLM decides (unset)."""
+    sys_link = {"links": {"GPU0": {"GPU1": "SYS"}, "GPU1": {"GPU0": "SYS"}}}
+    model = {"name": "m", "model": "Qwen/Qwen2.5-14B-Instruct", "gpus": [0, 1], "disable_custom_all_reduce": False}
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan(RTX3090, [model], sys_link)
+    assert any("disable_custom_all_reduce false on GPUs [0, 1], linked through SYS" in p for p in info.value.problems)
+    assert vllm_plan.plan(RTX3090, [dict(model, disable_custom_all_reduce=None)], sys_link)["services"]
+    nvlink = {"links": {"GPU0": {"GPU1": "NV4"}, "GPU1": {"GPU0": "NV4"}}}
+    assert vllm_plan.plan(RTX3090, [model], nvlink)["services"][0]["disable_custom_all_reduce"] is False
