@@ -19,15 +19,18 @@ export LLMSTACK_AUDIT_LOG ?= $(ROOT)/.cache/audit/audit.jsonl
 
 COLLECTION_LINK := .cache/collections/ansible_collections/pvegpu/llmstack
 # Debian packages the tests need (podman with runc and netavark, debootstrap for the images,
-# shellcheck for ansible-test sanity; nginx, caddy, prometheus and rsyslog are run in the foreground by tests).
+# shellcheck for ansible-test sanity; nginx, caddy, prometheus and rsyslog are run in the foreground by tests;
+# chromium-headless-shell opens the burn-in report pages, screenshots them and records their requests:
+# Debian's build, no browser download).
 APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fuse-overlayfs \
 	debootstrap shellcheck docker-compose nginx caddy prometheus rsyslog \
-	qemu-system-x86 ovmf qemu-utils mtools dosfstools fdisk
+	qemu-system-x86 ovmf qemu-utils mtools dosfstools fdisk chromium-headless-shell
 # Roles the lab does not run: vfio (lab containers have no boot loader; its molecule scenarios run it with
 # stand-ins for update-grub/proxmox-boot-tool/update-initramfs), nvidia (no GPU, NVIDIA's repository unreachable;
-# molecule nvidia runs it in a systemd container with a stand-in repository) and burnin (not implemented yet; fails
-# clearly). network_policy runs with its PVE firewall backend only (inventories/lab: the unprivileged containers
-# cannot load nftables rules; test_network_policy_role and test_network_policy do that).
+# molecule nvidia runs it in a systemd container with a stand-in repository) and burnin (no GPU; tagged never anyway;
+# molecule burnin runs it with stand-in tools). network_policy runs with its PVE firewall backend only
+# (inventories/lab: the unprivileged containers cannot load nftables rules; test_network_policy_role and
+# test_network_policy do that).
 LAB_SKIP_TAGS := vfio,nvidia,burnin
 # Longest first (measured), so that the scenarios running side by side finish together; then the rest.
 MOLECULE_LONGEST := nvidia tls_proxy monitoring langfuse litellm vllm

@@ -130,7 +130,7 @@ def parse_smi_csv(text):
     return {"samples": samples, "fields": fields or [], "skipped": skipped}
 
 
-def _gpu_key(sample):
+def gpu_key(sample):
     for key in ("pci.bus_id", "gpu_bus_id", "uuid", "index"):
         if sample.get(key) is not None:
             return str(sample[key]) if key != "index" else str(int(sample[key]))
@@ -143,7 +143,7 @@ def summarise_smi(samples):
     throttled (thermal or hardware slowdown) and that were held at the power cap (percent)."""
     by_gpu = {}
     for sample in samples:
-        by_gpu.setdefault(_gpu_key(sample), []).append(sample)
+        by_gpu.setdefault(gpu_key(sample), []).append(sample)
     summary = {}
     for gpu, rows in sorted(by_gpu.items()):
         temps = [r["temperature.gpu"] for r in rows if r.get("temperature.gpu") is not None]
@@ -437,13 +437,13 @@ def evaluate(gpus, thresholds=None):
                 continue
             rows[row] = {"value": value, "verdict": verdict}
             if verdict != PASS:
-                result["reasons"].append("GPU %s: %s %s (%s)" % (gpu, row, verdict, _describe(row, value)))
+                result["reasons"].append("GPU %s: %s %s (%s)" % (gpu, row, verdict, describe(row, value)))
         result["gpus"][gpu] = {"verdict": _worst([r["verdict"] for r in rows.values()]), "rows": rows}
     result["verdict"] = _worst([g["verdict"] for g in result["gpus"].values()])
     return result
 
 
-def _describe(row, value):
+def describe(row, value):
     if row == "gpu_burn":
         return "missing from gpu-burn's summary" if value is None else "FAULTY"
     units = {"temperature": " °C", "throttling": " % of the time", "power_cap": " % of the time"}

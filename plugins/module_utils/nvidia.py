@@ -143,6 +143,8 @@ def parse_xml(text):
             "link_width": _text(gpu, "pci/pci_gpu_link_info/link_widths/current_link_width"),
             "link_gen": _text(gpu, "pci/pci_gpu_link_info/pcie_gen/current_link_gen"),
             "ecc_mode": _text(gpu, "ecc_mode/current_ecc"),
+            # PCIe replays since the driver loaded (the burn-in judges their increase during a run).
+            "pcie_replays": _int(_text(gpu, "pci/replay_counter")),
             "temperature_c": _int(_text(gpu, "temperature/gpu_temp")),
             "power_limit_w": _float(_text(gpu, "gpu_power_readings/current_power_limit")
                                     or _text(gpu, "power_readings/power_limit")),

@@ -72,26 +72,36 @@ def test_every_stage_playbook_has_valid_syntax():
 
 
 def test_burnin_only_runs_when_asked():
+    """burnin is tagged never: left out of a plain run, in with --tags burnin, and a burnin_<stage> tag alone brings
+    in the whole role (the role then runs that stage only: burnin_run.select_stages, unit-tested)."""
+    first = "pvegpu.llmstack.burnin : Check the settings and plan the stages"
     rc, out, err = playbook("site.yml", "-i", EXAMPLE, "--list-tasks")
-    assert rc == 0
-    assert "pvegpu.llmstack.burnin : Stop here" not in out
-    rc, out, err = playbook("site.yml", "-i", EXAMPLE, "--list-tasks", "--tags", "burnin")
-    assert rc == 0
-    assert "pvegpu.llmstack.burnin : Stop here" in out
+    assert rc == 0, out + err
+    assert first not in out
+    for tags in ("burnin", "burnin_1h", "burnin_soak,burnin_dcgmi_diag"):
+        rc, out, err = playbook("site.yml", "-i", EXAMPLE, "--list-tasks", "--tags", tags)
+        assert rc == 0, out + err
+        assert first in out, tags
+        assert "pvegpu.llmstack.burnin : Write this host's report (JSON, Markdown, HTML)" in out, tags
 
 
-def test_unimplemented_role_fails_clearly(tmp_path):
-    """A role a later issue fills must fail with a clear message, never be a silent no-op. The host is
-    this machine through the local connection; nothing is written (the fact publishing is off and the
-    stub's only task is a fail)."""
+def test_burnin_refuses_bad_settings_before_anything_changes(tmp_path):
+    """Bad burn-in settings stop the role at its first task, each named by its variable, before anything is
+    installed or started (the host is this machine through the local connection; the plan step changes nothing)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: %s\n"
         "  children:\n    gpu_vms:\n      hosts:\n        here: {}\n" % sys.executable)
     rc, out, err = playbook("playbooks/stages/burnin.yml", "-i", str(inventory), "--tags", "burnin", "-e",
-                            "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
+                            '{"burnin_stages": ["60s", "warmup"], "burnin_temperature_watch_c": 95,'
+                            ' "burnin_report_dir": "%s"}' % (tmp_path / "reports"))
     assert rc != 0
-    assert "pvegpu.llmstack.burnin is not implemented yet (issue #24;" in out and "nothing was changed" in out, out
+    assert "burnin_stages: 'warmup' is not a stage" in out, out
+    assert "burnin_temperature_watch_c: 95 is above burnin_temperature_fail_c (90)" in out, out
+    # The default source archive of gpu-burn has no checksum: it is never downloaded unverified.
+    assert "burnin_gpu_burn_archive_sha256: '' is not the archive's sha256" in out, out
+    assert "changed=0" in out and "Install the build tools" not in out, out
+    assert not (tmp_path / "reports").exists()
 
 
 def test_network_policy_without_the_controllers_address_changes_nothing(tmp_path):
