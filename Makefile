@@ -33,7 +33,7 @@ APT_PACKAGES := podman runc netavark aardvark-dns iptables uidmap slirp4netns fu
 # test_network_policy do that).
 LAB_SKIP_TAGS := vfio,nvidia,burnin
 # Longest first (measured), so that the scenarios running side by side finish together; then the rest.
-MOLECULE_LONGEST := nvidia tls_proxy monitoring langfuse litellm vllm
+MOLECULE_LONGEST := nvidia tls_proxy monitoring burnin langfuse litellm vllm
 MOLECULE_SCENARIOS := $(MOLECULE_LONGEST) $(filter-out $(MOLECULE_LONGEST),\
 	$(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))))
 # pytest exits 5 when it collects no test: an empty stage is not a failure.

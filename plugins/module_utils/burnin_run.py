@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import re
 
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import burnin, nvidia, value_checks
@@ -45,9 +46,10 @@ GPU_BURN_STAGES = [s["name"] for s in STAGES if s["tool"] == "gpu_burn"]
 TAG_PREFIX = "burnin_"
 UNIT_PREFIX = "llmstack-burnin-"
 
-# Seed 000's logging loop's fields, and the throttle reasons (the table's throttling and power cap rows).
-SMI_FIELDS = ("timestamp,name,gpu_bus_id,temperature.gpu,utilization.gpu,utilization.memory,power.draw,clocks.sm,"
-              "clocks.mem,memory.used,memory.total,pcie.link.gen.current,pcie.link.width.current,"
+# Seed 000's logging loop's fields, the throttle reasons (the table's throttling and power cap rows) and the UUID (it
+# maps gpu-burn's GPUs, which it names by UUID in CUDA's order, to bus ids when nvidia-smi -q -x could not be read).
+SMI_FIELDS = ("timestamp,name,uuid,gpu_bus_id,temperature.gpu,utilization.gpu,utilization.memory,power.draw,"
+              "clocks.sm,clocks.mem,memory.used,memory.total,pcie.link.gen.current,pcie.link.width.current,"
               "clocks_event_reasons.active")
 
 FILES = ("argv.json", "started_at", "finished_at", "exit_status", "output.log", "smi.csv", "before.xml", "after.xml",
@@ -172,6 +174,32 @@ def decide(files_present, unit_active, rerun=False):
     return "start"
 
 
+def archive_path(path, files_present, files, exists):
+    """Where a stage's directory goes before it is started again: ``<stage>.<finished_at>`` for a finished one,
+    ``<stage>.cut-<started_at>`` for one cut off, with ``.N`` added while ``exists(candidate)``."""
+    if "exit_status" in files_present:
+        stamp = (files.get("finished_at") or "").strip() or "finished"
+    else:
+        stamp = "cut-%s" % ((files.get("started_at") or "").strip() or "unknown")
+    candidate, suffix = "%s.%s" % (path, stamp), 1
+    while exists(candidate):
+        candidate, suffix = "%s.%s.%d" % (path, stamp, suffix), suffix + 1
+    return candidate
+
+
+def observe(read_files, unit_active):
+    """How a stage stands, read in the order that cannot mistake a stage that just ended for one cut off: the unit
+    first, then the files; when the unit is gone and the files have no exit status, the files once more (the stage
+    may have written it between the two looks). ``read_files()`` returns {name: text}; ``unit_active()`` a bool.
+
+    Returns (files, active)."""
+    active = unit_active()
+    files = read_files()
+    if not active and "exit_status" not in files and files:
+        files = read_files()
+    return files, active
+
+
 def systemd_run_argv(name, directory, wrapper, argv, chdir=None, sample_interval=0, smi_fields=SMI_FIELDS):
     """``systemd-run`` for a stage: a transient service (not tied to the SSH session: a dropped connection or a
     killed controller leaves it running), collected after it ends, the wrapper writing the stage's files."""
@@ -247,6 +275,10 @@ def stage_measurements(files):
     summary = burnin.summarise_smi(smi["samples"])
     before_xml, after_xml = files.get("before.xml") or "", files.get("after.xml") or ""
     uuid_bus, names = {}, {}
+    for sample in smi["samples"]:
+        bus = sample.get("pci.bus_id") or sample.get("gpu_bus_id")
+        if sample.get("uuid") and bus:
+            uuid_bus[sample["uuid"]] = _bus(bus)
     for text in (before_xml, after_xml):
         try:
             for gpu in nvidia.parse_xml(text)["gpus"] if text.strip() else []:
@@ -261,9 +293,12 @@ def stage_measurements(files):
         key = uuid_bus.get(entry.get("uuid")) or index
         gpus[key] = {"faulty": entry["faulty"]}
         names.setdefault(key, entry.get("name"))
+    # A GPU nvidia-smi saw that gpu-burn's summary leaves out fails - when the UUIDs say which GPU is which; without
+    # them a bus id cannot be matched to gpu-burn's index, and the GPU is judged on what nvidia-smi measured alone.
+    mapped = bool(uuid_bus) and bool(burn["gpus"])
     for key, data in summary.items():
         bus = _gpu(key)
-        target = gpus.setdefault(bus, {"faulty": None} if burn["gpus"] else {})
+        target = gpus.setdefault(bus, {"faulty": None} if mapped else {})
         target.update(steady_temperature_c=data["steady_temperature_c"], throttled_percent=data["throttled_percent"],
                       power_capped_percent=data["power_capped_percent"])
         names.setdefault(bus, data.get("name"))
@@ -271,7 +306,7 @@ def stage_measurements(files):
         if count is not None and before.get(bus) is not None and bus in gpus:
             gpus[bus]["pcie_replays"] = max(0, count - before[bus])
     for key in gpus:
-        if ":" in key and (before_xml or after_xml or files.get("xid.log") is not None):
+        if ":" in key and files.get("xid.log") is not None:
             gpus[key]["xid_errors"] = len(xids.get(key, []))
     return gpus, names, smi["samples"]
 
@@ -415,12 +450,59 @@ def build_report(host, stages, thresholds=None, generated_at=None):
     return report
 
 
-def fleet(reports):
-    """The fleet summary: one line per host, and the fleet's verdict (the worst host's)."""
+def report_stages(planned, present):
+    """The stages a host's report covers: those of this run and those an earlier run left, in the seed's order (a
+    clean soak run on its own does not hide a FAULTY warm-up of an earlier run)."""
+    return [name for name in STAGE_NAMES if name in (planned or []) or name in (present or [])]
+
+
+MISSING_REASON = "no report: its run stopped before the report was written (see the play's output)"
+
+
+def missing_report(host):
+    """What the fleet page shows for a host whose run stopped before its report: a failure."""
+    return {"host": host, "generated_at": None, "verdict": burnin.FAIL, "reasons": [MISSING_REASON], "gpus": {},
+            "stages": [], "smi": {}, "nvbandwidth": {}, "dcgmi_diag": None, "vllm_bench": None,
+            "thresholds": dict(burnin.THRESHOLDS)}
+
+
+def fleet(reports, missing=()):
+    """The fleet summary: one line per host (a host without a report fails), and the fleet's verdict (the worst)."""
     hosts = [{"host": r["host"], "verdict": r["verdict"], "reasons": r["reasons"],
               "stages": [s["name"] for s in r["stages"] if s["state"] == "finished"]} for r in reports]
+    hosts += [{"host": host, "verdict": burnin.FAIL, "reasons": [MISSING_REASON], "stages": []} for host in missing]
     known = [h["verdict"] for h in hosts if h["verdict"]]
     return {"verdict": max(known, key=lambda v: burnin.RANK[v]) if known else None, "hosts": hosts}
+
+
+def read_stage_files(path):
+    """A stage directory's files ({name: text}, those of FILES that exist), as the VM or the controller holds them."""
+    files = {}
+    for name in FILES:
+        target = os.path.join(path, name)
+        if os.path.isfile(target):
+            with open(target, "rb") as handle:
+                files[name] = handle.read().decode("utf-8", "replace")
+    return files
+
+
+def write_if_changed(path, text, check_mode=False, mode=0o640):
+    """Write ``text`` to ``path`` (atomically, ``mode``) unless it already holds exactly that; True when it did (or
+    would, in check mode). Returns (changed, the previous text or None)."""
+    data = text.encode("utf-8")
+    old = None
+    if os.path.isfile(path):
+        with open(path, "rb") as handle:
+            old = handle.read()
+    if old == data:
+        return False, old.decode("utf-8", "replace")
+    if not check_mode:
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)
+    return True, None if old is None else old.decode("utf-8", "replace")
 
 
 def dumps(data):
@@ -574,7 +656,7 @@ def plan(run_tags, settings, thresholds=None):
     if interval is None or interval < 1:
         problems.append("burnin_poll_interval: %r is not a whole number of seconds >= 1" % s.get("poll_interval"))
     margin = value_checks.as_int(s.get("poll_margin", 900))
-    if margin is None:
+    if margin is None or margin < 0:
         problems.append("burnin_poll_margin: %r is not a whole number of seconds >= 0" % s.get("poll_margin"))
     if s.get("fail_on", "fail") not in ("fail", "watch", "never"):
         problems.append("burnin_fail_on: %r is not fail, watch or never" % s.get("fail_on"))

@@ -13,12 +13,13 @@ module: burnin_report
 short_description: Write a host's burn-in report (JSON, Markdown, HTML with charts) or the fleet summary
 version_added: 0.3.0
 description:
-  - With O(host), reads the stages' files fetched into O(dir)C(/<host>/<stage>/) (as the burnin role fetches them),
-    judges them by seed 000's table and writes C(<host>.json), C(<host>.md) and C(<host>.html) in O(dir) - the page
-    has temperature, SM clock, power and throttle-reason curves per GPU from the nvidia-smi log, the verdict table
-    in the seed's colours and each nvbandwidth matrix as a heat map, drawn with matplotlib and embedded (no request
-    leaves the page).
-  - With O(fleet), reads C(<host>.json) of those hosts and writes C(index.json), C(index.md) and C(index.html).
+  - With O(host), reads the stages' files fetched into O(dir)C(/<host>/<stage>/) (as the burnin role fetches them) -
+    the stages of O(stages) and every other stage found there, in seed 000's order - judges them by seed 000's table
+    and writes C(<host>.json), C(<host>.md) and C(<host>.html) in O(dir). The page has temperature, SM clock, power
+    and throttle-reason curves per GPU from the nvidia-smi log, the verdict table in the seed's colours and each
+    nvbandwidth matrix as a heat map, drawn with matplotlib and embedded (no request leaves the page).
+  - With O(fleet), reads C(<host>.json) of those hosts and writes C(index.json), C(index.md) and C(index.html); a
+    host without a report (its run stopped before it) is listed as failed.
   - A file is written only when its content differs (a rerun over the same results changes nothing). Runs where the
     reports are kept (the controller); the HTML needs matplotlib there.
 author:
@@ -37,7 +38,8 @@ options:
     description: The host whose report is written. One of O(host) and O(fleet) is required.
     type: str
   stages:
-    description: The host's stages in the order they ran, C([{name, tool}]).
+    description: The stages of this run, C([{name}]) (C(tool) may be given; it is known from the name). They are
+      listed even before they ran; stages of earlier runs found in the directory are reported too.
     type: list
     elements: dict
     default: []
@@ -93,35 +95,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import burnin_report, burnin_run, value_checks
 
 
-def read_stage(path):
-    files = {}
-    for name in burnin_run.FILES:
-        target = os.path.join(path, name)
-        if os.path.isfile(target):
-            with open(target, "rb") as handle:
-                files[name] = handle.read().decode("utf-8", "replace")
-    return files
-
-
 def write(module, path, content, written, diffs):
-    data = content.encode("utf-8")
-    old = None
-    if os.path.isfile(path):
-        with open(path, "rb") as handle:
-            old = handle.read()
-    if old == data:
-        return
-    written.append(path)
-    if path.endswith((".json", ".md")):
-        diffs.append({"before_header": path, "after_header": path,
-                      "before": (old or b"").decode("utf-8", "replace"), "after": content})
-    if module.check_mode:
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-    os.chmod(tmp, 0o640)
-    os.rename(tmp, path)
+    changed, old = burnin_run.write_if_changed(path, content, module.check_mode)
+    if changed:
+        written.append(path)
+        if path.endswith((".json", ".md")):
+            diffs.append({"before_header": path, "after_header": path, "before": old or "", "after": content})
 
 
 def main():
@@ -139,12 +118,14 @@ def main():
     written, diffs, files = [], [], []
     try:
         if p["host"]:
-            stages = []
             for index, entry in enumerate(p["stages"]):
-                if entry.get("name") not in burnin_run.STAGE_NAMES or not entry.get("tool"):
-                    module.fail_json(msg="stages[%d]: %r is not {name: a stage, tool}" % (index, entry))
-                stages.append({"name": entry["name"], "tool": entry["tool"],
-                               "files": read_stage(os.path.join(base, p["host"], entry["name"]))})
+                if entry.get("name") not in burnin_run.STAGE_NAMES:
+                    module.fail_json(msg="stages[%d]: %r is not {name: a stage}" % (index, entry))
+            host_dir = os.path.join(base, p["host"])
+            present = [name for name in burnin_run.STAGE_NAMES if os.path.isdir(os.path.join(host_dir, name))]
+            stages = [{"name": name, "tool": burnin_run.stage(name)["tool"],
+                       "files": burnin_run.read_stage_files(os.path.join(host_dir, name))}
+                      for name in burnin_run.report_stages([e["name"] for e in p["stages"]], present)]
             report = burnin_run.build_report(p["host"], stages, p["thresholds"])
             outputs = [("%s.json" % p["host"], burnin_run.dumps(report)),
                        ("%s.md" % p["host"], burnin_report.render_markdown(report))]
@@ -152,14 +133,16 @@ def main():
                 outputs.append(("%s.html" % p["host"], burnin_report.render_html(report)))
             verdict, reasons = report["verdict"], report["reasons"]
         else:
-            reports = []
+            reports, missing = [], []
             for host in p["fleet"]:
                 path = os.path.join(base, "%s.json" % host)
                 if not os.path.isfile(path):
-                    module.fail_json(msg="fleet: %s has no report (%s is missing)" % (host, path))
+                    missing.append(host)
+                    continue
                 with open(path) as handle:
                     reports.append(json.load(handle))
-            summary = burnin_run.fleet(reports)
+            summary = burnin_run.fleet(reports, missing)
+            reports += [burnin_run.missing_report(host) for host in missing]
             outputs = [("index.json", burnin_run.dumps(summary)),
                        ("index.md", burnin_report.render_fleet_markdown(reports))]
             if p["html"]:

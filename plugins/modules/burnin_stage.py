@@ -60,7 +60,7 @@ options:
     default: 0
   smi_fields:
     description:
-      - The C(--query-gpu) fields sampled, comma-separated; by default seed 000's and
+      - The C(--query-gpu) fields sampled, comma-separated; by default seed 000's, C(uuid) and
         C(clocks_event_reasons.active).
     type: str
   rerun:
@@ -150,19 +150,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import burnin_run, value_checks
 
 
-def read_files(path):
-    files = {}
-    for name in burnin_run.FILES:
-        target = os.path.join(path, name)
-        if os.path.isfile(target):
-            with open(target, "rb") as handle:
-                files[name] = handle.read().decode("utf-8", "replace")
-    return files
-
-
-def unit_show(module, unit):
-    rc, out, _err = module.run_command(["systemctl", "show", "-p", "ActiveState,SubState", unit])
-    return burnin_run.parse_systemctl_show(out) if rc == 0 else {}
+def unit_active(module, unit):
+    rc, out, err = module.run_command(["systemctl", "show", "-p", "ActiveState,SubState", unit])
+    if rc != 0:
+        # Never guessed: a unit taken for stopped would start a second burn.
+        module.fail_json(msg="systemctl show %s failed: %s" % (unit, (err or out).strip()))
+    return burnin_run.unit_is_active(burnin_run.parse_systemctl_show(out))
 
 
 def main():
@@ -188,8 +181,7 @@ def main():
         module.fail_json(msg="name: %r is not a stage (known: %s)" % (p["name"], ", ".join(burnin_run.STAGE_NAMES)))
     unit = burnin_run.unit_name(p["name"])
     path = os.path.join(p["dir"], p["name"])
-    files = read_files(path)
-    active = burnin_run.unit_is_active(unit_show(module, unit))
+    files, active = burnin_run.observe(lambda: burnin_run.read_stage_files(path), lambda: unit_active(module, unit))
     result = dict(changed=False, unit=unit, path=path)
 
     def finish(files_now, state=None):
@@ -229,12 +221,7 @@ def main():
         result.update(stage_state="started", exit_status=None, verdict=None, reasons=[])
         module.exit_json(**result)
     if action == "restart":
-        stamp = (files.get("finished_at") or "").strip() or "cut-%s" % ((files.get("started_at") or "").strip()
-                                                                      or "unknown")
-        archived = "%s.%s" % (path, stamp)
-        suffix = 1
-        while os.path.exists(archived):
-            archived, suffix = "%s.%s.%d" % (path, stamp, suffix), suffix + 1
+        archived = burnin_run.archive_path(path, set(files), files, os.path.exists)
         os.rename(path, archived)
         result["archived"] = archived
     os.makedirs(path, mode=0o750, exist_ok=True)

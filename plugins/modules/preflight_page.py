@@ -53,10 +53,8 @@ dest:
   type: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import burnin_report
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import burnin_report, burnin_run
 
 
 def main():
@@ -65,18 +63,8 @@ def main():
                                               report=dict(type="dict", required=True)),
                            supports_check_mode=True)
     dest = module.params["dest"]
-    data = burnin_report.render_preflight_html(module.params["host"], module.params["report"]).encode("utf-8")
-    old = None
-    if os.path.isfile(dest):
-        with open(dest, "rb") as handle:
-            old = handle.read()
-    changed = old != data
-    if changed and not module.check_mode:
-        tmp = dest + ".tmp"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o640)
-        os.rename(tmp, dest)
+    page = burnin_report.render_preflight_html(module.params["host"], module.params["report"])
+    changed, _old = burnin_run.write_if_changed(dest, page, module.check_mode)
     module.exit_json(changed=changed, dest=dest)
 
 

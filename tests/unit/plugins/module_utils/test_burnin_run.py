@@ -42,6 +42,12 @@ def test_unknown_stages_and_settings_are_named():
         assert expected in text
 
 
+def test_a_negative_poll_margin_is_refused():
+    with pytest.raises(burnin_run.BurninRunError) as err:
+        burnin_run.plan(["all"], dict(SETTINGS, poll_margin=-5))
+    assert err.value.problems == ["burnin_poll_margin: -5 is not a whole number of seconds >= 0"]
+
+
 def test_building_needs_the_archives_checksum():
     with pytest.raises(burnin_run.BurninRunError) as err:
         burnin_run.plan(["all"], dict(SETTINGS, tools_install=True, gpu_burn_archive_url="http://x/a.tgz",
@@ -98,6 +104,35 @@ def test_systemd_run_is_a_transient_unit_outside_the_session():
     tail = argv[argv.index("--") + 1:]
     assert tail[:4] == ["/usr/local/libexec/run", "/var/lib/llmstack/burnin/1h", "5", burnin_run.SMI_FIELDS]
     assert tail[4:] == ["--", "/opt/gpu-burn/gpu_burn", "3600"]
+
+
+def test_a_stage_that_ends_between_two_looks_is_not_taken_for_cut_off():
+    """The unit is asked first, the files read after; a stage whose unit is gone and whose files have no exit status
+    is read again before anything is decided (it may have just written it)."""
+    state = {"reads": 0}
+    finished = {"argv.json": "[]", "started_at": "1", "finished_at": "9", "exit_status": "0"}
+
+    def read_files():
+        state["reads"] += 1
+        # The first read still sees the stage running; by the second one it has ended.
+        return {"argv.json": "[]", "started_at": "1"} if state["reads"] == 1 else finished
+
+    files, active = burnin_run.observe(read_files, lambda: False)
+    assert (files, active) == (finished, False)
+    assert burnin_run.decide(set(files), active) == "keep"
+    # A unit still active: one read, and it is waited for.
+    state["reads"] = 0
+    files, active = burnin_run.observe(read_files, lambda: True)
+    assert state["reads"] == 1 and burnin_run.decide(set(files), active, rerun=True) == "wait"
+
+
+def test_archive_names():
+    taken = {"/s/60s.1700", "/s/60s.1700.1"}
+    finished = {"exit_status": "0", "finished_at": "1700\n"}
+    assert burnin_run.archive_path("/s/60s", set(finished), finished, taken.__contains__) == "/s/60s.1700.2"
+    cut = {"argv.json": "[]", "started_at": "1600"}
+    assert burnin_run.archive_path("/s/60s", set(cut), cut, taken.__contains__) == "/s/60s.cut-1600"
+    assert burnin_run.archive_path("/s/1h", {"argv.json"}, {}, taken.__contains__) == "/s/1h.cut-unknown"
 
 
 def test_unit_state():
@@ -157,6 +192,33 @@ def test_gpu_burn_faulty_with_exit_status_0_fails_and_is_keyed_by_bus_id():
 def test_a_clean_burn_judged_by_the_seeds_table(temps, replays, xid, expected):
     files = stage_files("gpu-burn-ok-a400.txt", temps, replays, xid)
     assert burnin_run.stage_result("10min", "gpu_burn", files)["verdict"] == expected
+
+
+def test_gpu_burn_uuids_map_through_the_csv_when_the_xml_is_missing():
+    """nvidia-smi -q -x could not be read (empty files): the CSV's uuid column maps gpu-burn's GPU to its bus id; a
+    clean run passes. Without any UUID the bus id cannot be matched: the GPU is judged on its readings, never failed
+    as "missing from gpu-burn's summary"."""
+    files = stage_files("gpu-burn-ok-a400.txt", [70, 70, 70])
+    files["before.xml"] = files["after.xml"] = ""
+    uuid = uuid_of("gpu-burn-ok-a400.txt")
+    with_uuid = smi_csv("00000000:41:00.0", [70, 70, 70]).replace("timestamp, name,", "timestamp, uuid, name,")
+    with_uuid = with_uuid.replace("Tesla T4,", "%s, Tesla T4," % uuid)
+    result = burnin_run.stage_result("10min", "gpu_burn", dict(files, **{"smi.csv": with_uuid}))
+    assert result["verdict"] == "pass", result
+    gpus, _names, _samples = burnin_run.stage_measurements(dict(files, **{"smi.csv": with_uuid}))
+    assert list(gpus) == ["0000:41:00.0"]
+    assert burnin_run.stage_result("10min", "gpu_burn", files)["verdict"] == "pass"
+    gpus, _names, _samples = burnin_run.stage_measurements(files)
+    assert sorted(gpus) == ["0", "0000:41:00.0"] and "faulty" not in gpus["0000:41:00.0"]
+
+
+def test_no_xid_log_means_not_measured():
+    files = stage_files("gpu-burn-ok-a400.txt", [70, 70])
+    del files["xid.log"]
+    gpus, _names, _samples = burnin_run.stage_measurements(files)
+    assert "xid_errors" not in gpus["0000:41:00.0"]
+    assert burnin_run.stage_measurements(stage_files("gpu-burn-ok-a400.txt", [70]))[0]["0000:41:00.0"][
+        "xid_errors"] == 0
 
 
 def test_a_cut_off_or_running_stage_has_no_verdict():
@@ -225,8 +287,16 @@ def test_report_takes_the_worst_of_every_stage_and_keeps_the_curves():
     assert "60s: GPU 0000:41:00.0: temperature watch (84.0 °C)" in report["reasons"]
     summary = burnin_run.fleet([report, dict(report, host="gpu-b", verdict="pass", reasons=[])])
     assert summary["verdict"] == "fail" and [h["host"] for h in summary["hosts"]] == ["gpu-a", "gpu-b"]
-    assert json.loads(burnin_run.dumps(report))["host"] == "gpu-a"
-    assert burnin_run.dumps(report) == burnin_run.dumps(json.loads(burnin_run.dumps(report)))
+    assert json.loads(burnin_run.dumps(report)) == report          # plain JSON data, nothing lost on the way
+    # A host whose run stopped before its report fails the fleet.
+    summary = burnin_run.fleet([dict(report, verdict="pass", reasons=[])], missing=["gpu-c"])
+    assert summary["verdict"] == "fail" and summary["hosts"][1]["host"] == "gpu-c"
+    assert burnin_run.missing_report("gpu-c")["verdict"] == "fail"
+
+
+def test_the_report_covers_earlier_runs_stages_in_the_seeds_order():
+    assert burnin_run.report_stages(["soak"], ["60s", "soak", "nvbandwidth"]) == ["60s", "soak", "nvbandwidth"]
+    assert burnin_run.report_stages(["10min", "60s"], []) == ["60s", "10min"]
 
 
 # ---------------------------------------------------------------- the modules' shapes (DESIGN.md)
@@ -268,3 +338,20 @@ def test_evaluate_results():
     assert burnin_run.evaluate_results([{"tool": "nvidia_smi_csv", "result": smi}])["overall"] == "watch"
     with pytest.raises(burnin_run.BurninRunError):
         burnin_run.evaluate_results([{"tool": "gpu_burn"}])
+
+
+def test_files_written_only_when_they_change(tmp_path):
+    page = tmp_path / "gpu-a.html"
+    assert burnin_run.write_if_changed(str(page), "<p>1</p>", check_mode=True) == (True, None)
+    assert not page.exists()
+    assert burnin_run.write_if_changed(str(page), "<p>1</p>") == (True, None)
+    assert page.read_text() == "<p>1</p>" and oct(page.stat().st_mode & 0o777) == "0o640"
+    assert burnin_run.write_if_changed(str(page), "<p>1</p>") == (False, "<p>1</p>")
+    assert burnin_run.write_if_changed(str(page), "<p>2</p>") == (True, "<p>1</p>")
+
+
+def test_stage_files_read_from_a_directory(tmp_path):
+    (tmp_path / "exit_status").write_text("0\n")
+    (tmp_path / "output.log").write_bytes(b"GPU 0: OK \xff\n")
+    (tmp_path / "unrelated.txt").write_text("x")
+    assert burnin_run.read_stage_files(str(tmp_path)) == {"exit_status": "0\n", "output.log": "GPU 0: OK \ufffd\n"}
