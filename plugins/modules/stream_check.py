@@ -108,14 +108,9 @@ import ssl
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.six.moves import http_client
+from ansible.module_utils.six.moves.urllib.parse import urlsplit
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import stream_check
-
-try:
-    from urllib.parse import urlsplit
-    import http.client as http_client
-except ImportError:  # pragma: no cover - Python 2
-    from urlparse import urlsplit
-    import httplib as http_client
 
 
 def connection(params):
