@@ -390,8 +390,8 @@ def _page(title, body):
 
 
 def _cell(verdict, text=None, tag="td"):
-    return '<%s class="verdict v-%s">%s</%s>' % (tag, _verdict_class(verdict),
-                                                  _e(_verdict_text(verdict) if text is None else text), tag)
+    shown = _verdict_text(verdict) if text is None else text
+    return '<%s class="verdict v-%s">%s</%s>' % (tag, _verdict_class(verdict), _e(shown), tag)
 
 
 def _badge(verdict):

@@ -570,8 +570,8 @@ def evaluate_results(results, thresholds=None):
     t = burnin.check_thresholds(thresholds)
     problems, verdicts = [], []
     for index, entry in enumerate(results or []):
-        if not isinstance(entry, dict) or entry.get("tool") not in PARSE_TOOLS or not isinstance(entry.get("result"),
-                                                                                                  dict):
+        if (not isinstance(entry, dict) or entry.get("tool") not in PARSE_TOOLS
+                or not isinstance(entry.get("result"), dict)):
             problems.append("results[%d]: not {tool: one of %s, result: what burnin_parse returned}"
                             % (index, ", ".join(PARSE_TOOLS)))
     if problems:

@@ -100,7 +100,7 @@ class Browser:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("Chromium did not answer in time")
-            ready, _, _ = select.select([self._out], [], [], left)
+            ready = select.select([self._out], [], [], left)[0]
             if ready:
                 chunk = os.read(self._out, 1 << 20)
                 if not chunk:

@@ -159,8 +159,8 @@ def smi_csv(bus, temperatures, reasons="0x0000000000000000"):
     lines = ["timestamp, name, gpu_bus_id, temperature.gpu, power.draw [W], clocks.sm [MHz], "
              "clocks_event_reasons.active"]
     for second, temp in enumerate(temperatures):
-        lines.append("2026/12/04 10:00:%02d.000, Tesla T4, %s, %d, 70.00 W, 1590 MHz, %s" % (second, bus, temp,
-                                                                                           reasons))
+        line = "2026/12/04 10:00:%02d.000, Tesla T4, %s, %d, 70.00 W, 1590 MHz, %s" % (second, bus, temp, reasons)
+        lines.append(line)
     return "\n".join(lines) + "\n"
 
 
