@@ -390,11 +390,14 @@ def summary(args):
           "(podman exec llmstack-lab-<host> cat ...)")
     reports = os.path.join(STATE, "preflight")
     if os.path.isdir(reports):
-        for name in sorted(os.listdir(reports)):
+        # <host>.json is the report, <host>.html its page (host_preflight writes both).
+        for name in sorted(n for n in os.listdir(reports) if n.endswith(".json")):
             with open(os.path.join(reports, name)) as handle:
                 verdict = json.load(handle).get("verdict", "?")
-            print("  Preflight of %-12s %-5s %s" % (name[:-5], verdict.upper(), os.path.relpath(
-                os.path.join(reports, name), ROOT)))
+            page = os.path.join(reports, name[:-5] + ".html")
+            print("  Preflight of %-12s %-5s %s%s" % (name[:-5], verdict.upper(), os.path.relpath(
+                os.path.join(reports, name), ROOT), ", page %s" % os.path.relpath(page, ROOT)
+                if os.path.isfile(page) else ""))
     try_it(hostvars, groups)
     if args.skipped:
         print("  Not run in the lab (vfio needs a boot loader; nvidia needs a GPU and NVIDIA's repository - molecule "
