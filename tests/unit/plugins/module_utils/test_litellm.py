@@ -204,7 +204,7 @@ def test_two_keys_with_one_alias_is_an_error():
 
 # -- issue 20: the role's own variables, checked before anything is rendered --------------------------------
 ROLE = {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000, "litellm_workers": 3, "litellm_num_retries": 2,
-        "litellm_timeout": 600, "litellm_allowed_fails": 1, "litellm_cooldown_time": 30, "litellm_retry_after": 0,
+        "litellm_timeout": 600, "litellm_allowed_fails": 0, "litellm_cooldown_time": 30, "litellm_retry_after": 0,
         "litellm_health_check_interval": 60, "litellm_readiness_timeout": 300, "litellm_log_level": "ERROR",
         "litellm_extra_env": {}, "litellm_dir": "/opt/llm-gateway"}
 
