@@ -16,6 +16,19 @@ COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
 if os.path.isdir(COLLECTIONS) and COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 CHECK_TASK = "pvegpu.llmstack.inventory_check : Check every host's variables against the inventory model"
+# The longest files first: with `-n 2 --dist loadfile --no-loadscope-reorder` (make integration) each worker takes
+# the next file in this order, so the lab (about two thirds of the stage in CI) starts at once on one worker and the
+# other works through the rest beside it, instead of the lab starting late and running alone at the end. The guest
+# image test also builds the debootstrapped base the lab's site run then finds cached (.cache/guest-image).
+LONGEST_FIRST = ("test_lab.py", "test_guest_image.py", "test_tls_proxy.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = os.path.basename(str(item.fspath))
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: every file keeps the order of its own tests
 
 
 def ansible_env(**extra):

@@ -50,7 +50,7 @@ def write_inventory(base, **overrides):
             "guest_image_install_tools": False, "guest_image_import": False, "guest_image_disk_gib": 3,
             "guest_image_domain": "lab.test",
             # nft for the 802.1Q test (test_the_policy_holds_on_8021q_subinterfaces); python3 and iproute2 are in
-            # the role's base package list.
+            # the role's base package list. The lab's list too (inventories/lab): one cached base for both.
             "guest_image_extra_packages": ["nftables"],
             "guest_image_timezone": "Asia/Shanghai",
             "guest_image_authorized_keys": [(base / "id_ed25519.pub").read_text().strip()] if
