@@ -96,8 +96,8 @@ image: apt
 
 # ---------------------------------------------------------------- tests
 # Each stage's time is printed (CI's budget is 45 minutes on a fresh 2-core machine, setup included).
-# tools/run-tests.sh runs molecule in the background beside lint, sanity, units and integration (one after the
-# other): molecule mostly waits on podman and apt, the others keep both cores busy.
+# tools/run-tests.sh runs two lanes side by side: lint, units, integration (one after the other) and, in the
+# background, molecule then sanity: molecule mostly waits on podman and apt, the others keep both cores busy.
 test: link image
 	MAKE="$(MAKE)" tools/run-tests.sh
 
