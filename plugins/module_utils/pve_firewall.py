@@ -104,9 +104,12 @@ def desired(topology, host, settings):
                  if e["host"] == host and not network_policy._is_loopback(e["address"])]
     by_port = {}
     for endpoint in sorted(endpoints, key=lambda e: (e["port"], e["service"], e["address"])):
-        by_port.setdefault(endpoint["port"], []).append(endpoint)
-    for port, items in sorted(by_port.items()):
-        name = "%s-%d-%d" % (PREFIX, vmid, port)
+        key = (endpoint["port"], endpoint.get("port_end", endpoint["port"]), endpoint.get("proto", "tcp"))
+        by_port.setdefault(key, []).append(endpoint)
+    for (port, port_end, proto), items in sorted(by_port.items()):
+        # One IP set per port (per range and protocol when not the TCP port alone): PVE's names allow [A-Za-z0-9-_].
+        name = "%s-%d-%d" % (PREFIX, vmid, port) + ("" if (port_end, proto) == (port, "tcp")
+                                                    else "-%d-%s" % (port_end, proto))
         sources = []
         for endpoint in items:
             sources.extend(network_policy.endpoint_sources(endpoint, topology, settings))
@@ -114,7 +117,8 @@ def desired(topology, host, settings):
         if not ipsets[name]:
             continue
         addresses = sorted({e["address"] for e in items})
-        rule = {"type": "in", "action": "ACCEPT", "proto": "tcp", "dport": str(port), "source": "+" + name,
+        rule = {"type": "in", "action": "ACCEPT", "proto": proto, "source": "+" + name,
+                "dport": network_policy.port_match(items[0], ":"),
                 "enable": "1", "comment": "%s: %s" % (MARK, ", ".join(sorted({"%s %s" % (e["role"], e["service"])
                                                                               for e in items})))}
         if len(addresses) == 1 and network_policy._daddr(addresses[0])[1]:
@@ -172,6 +176,20 @@ def _ipset_ops(name, comment, have, want, remove_only_marked=False):
     return ops
 
 
+def group_ops(group, have_rules, want_rules):
+    """Requests that turn security group ``group``'s rules from ``have_rules`` into ``want_rules``, add before
+    delete: PVE adds a rule at the top, so the wanted ones go in last to first (above the old ones, which still
+    hold), then the old ones, now below them, are deleted. SSH is never missing and every moment's rules are the old
+    set, the old set with new rules above it, or the new set. Nothing when they are equal."""
+    if have_rules == want_rules:
+        return []
+    base = ["cluster", "firewall", "groups", group]
+    ops = [_op("post", base, "add to %s: %s" % (group, rule.get("comment")), **rule) for rule in reversed(want_rules)]
+    ops += [_op("delete", base + [str(len(want_rules))], "remove an old rule of security group %s" % group)
+            for _rule in have_rules]
+    return ops
+
+
 def plan(current, want):
     """The requests that turn ``current`` into ``want`` (:func:`desired`), in order. ``current`` is what the API
     holds: {ipsets: {name: {comment, entries: [{cidr, comment}]}} (this VM's sets and ``management``), groups:
@@ -193,13 +211,7 @@ def plan(current, want):
     have_rules = [normalise_rule(r) for r in groups.get(group) or []] if group in groups else None
     if have_rules is None:
         ops.append(_op("post", base, "create security group %s" % group, group=group, comment=want["group_comment"]))
-    if have_rules != want["group_rules"]:
-        # PVE adds a rule at the top: delete ours from the top down, then add the wanted ones last to first.
-        for _rule in have_rules or []:
-            ops.append(_op("delete", base + [group, "0"], "remove the rules of security group %s" % group))
-        for rule in reversed(want["group_rules"]):
-            ops.append(_op("post", base + [group], "add to %s: %s" % (group, rule.get("comment")),
-                           **rule))
+    ops += group_ops(group, have_rules or [], want["group_rules"])
     for name in stale_sets:
         ops.append(_op("delete", ["cluster", "firewall", "ipset", name], "delete IP set %s (no longer used)" % name,
                        force=1))

@@ -138,6 +138,21 @@ def read(api, node, vmid):
     return current, config
 
 
+def restore_group(api, policy, current, vmid):
+    """After a failed request: the VM's security group back to the rules it had before this run (add before delete,
+    as the change itself), so that a failure mid-way leaves the previous rule set, never a part of the new one.
+    Returns what the message says about it."""
+    group = pve_firewall.group_name(vmid)
+    before = [pve_firewall.normalise_rule(r) for r in (current.get("groups") or {}).get(group) or []]
+    try:
+        live = [pve_firewall.normalise_rule(r) for r in resource(api, ["cluster", "firewall", "groups", group]).get()]
+        for request in pve_firewall.group_ops(group, live, before):
+            getattr(resource(api, request["path"]), request["method"])(**request["data"])
+    except pve_api.ResourceException as exc:
+        return "; putting back the previous rules of %s failed too: %s" % (group, exc)
+    return "; the previous rules of security group %s were put back" % group if before else ""
+
+
 def main():
     argument_spec = pve_api.pve_argument_spec()
     argument_spec.update(policy=dict(type="dict"), node=dict(type="str"), vmid=dict(type="int"),
@@ -189,12 +204,13 @@ def main():
             try:
                 getattr(resource(api, request["path"]), request["method"])(**request["data"])
             except pve_api.ResourceException as exc:
+                restored = restore_group(api, policy, current, vmid) if params["state"] == "present" else ""
                 hint = ""
                 if "403" in str(exc) or "ermission" in str(exc):
                     hint = (" (the datacenter IP sets and security groups need Sys.Modify on /, the VM's firewall "
                             "VM.Config.Network on /vms/%s)" % vmid)
-                module.fail_json(msg="%s /%s (%s) failed: %s%s" % (request["method"].upper(), "/".join(
-                    request["path"]), request["why"], exc, hint), requests=result["requests"])
+                module.fail_json(msg="%s /%s (%s) failed: %s%s%s" % (request["method"].upper(), "/".join(
+                    request["path"]), request["why"], exc, hint, restored), requests=result["requests"])
     module.exit_json(**result)
 
 

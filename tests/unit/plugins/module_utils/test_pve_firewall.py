@@ -239,3 +239,39 @@ def test_only_gpu_vms_and_good_settings():
     rendered = pve_firewall.render(topology(), "gw", dict(SETTINGS, pve_firewall=True))
     assert rendered["pve_firewall"] is None and "table inet llmstack" in rendered["ruleset"]
     assert pve_firewall.render(topology(), "gpu", dict(SETTINGS, pve_firewall=True))["pve_firewall"]["vmid"] == 120
+
+
+def test_a_changed_group_is_rewritten_add_before_delete_so_ssh_is_never_missing():
+    """Issue #31: the group's rules were all deleted, then re-added one by one with SSH last; a failure in between
+    left the VM with policy_in DROP and no SSH rule. Now every step's rules hold SSH and all old or all new rules."""
+    old = want()
+    state = converge({}, old)
+    smaller = topology()
+    smaller["endpoints"] = [e for e in smaller["endpoints"] if e["port"] != 9100]
+    new = pve_firewall.desired(smaller, "gpu", SETTINGS)
+    ops = [op for op in pve_firewall.plan(state, new) if op["path"][:3] == ["cluster", "firewall", "groups"]]
+    assert ops and all(op["method"] == "post" for op in ops[:len(new["group_rules"])])
+    pve = Pve(state)
+    for step, op in enumerate(ops):
+        pve.apply([op])
+        rules = [pve_firewall.normalise_rule(r) for r in pve.state["groups"]["llmstack-120"]]
+        assert any(r.get("dport") == "22" for r in rules), "no SSH rule after step %d" % step
+        # What holds at each step: the new rules on top, whatever of the old is left below them.
+        done = min(step + 1, len(new["group_rules"]))
+        assert rules[:done] == new["group_rules"][len(new["group_rules"]) - done:]
+    assert [pve_firewall.normalise_rule(r) for r in pve.state["groups"]["llmstack-120"]] == new["group_rules"]
+    # Back to the old rules (what the module does after a failed request) the same way.
+    back = pve_firewall.group_ops("llmstack-120", new["group_rules"], old["group_rules"])
+    pve.apply(back)
+    assert [pve_firewall.normalise_rule(r) for r in pve.state["groups"]["llmstack-120"]] == old["group_rules"]
+    assert pve_firewall.group_ops("llmstack-120", old["group_rules"], old["group_rules"]) == []
+
+
+def test_a_udp_port_range_gets_its_own_set_and_rule():
+    topo = topology()
+    topo["endpoints"].append({"role": "site", "service": "rtp", "host": "gpu", "address": "0.0.0.0", "port": 10000,
+                              "port_end": 10100, "proto": "udp", "sources": ["10.0.20.12"]})
+    wanted = pve_firewall.desired(topo, "gpu", SETTINGS)
+    assert wanted["ipsets"]["llmstack-120-10000-10100-udp"] == ["10.0.20.12"]
+    rule = [r for r in wanted["group_rules"] if r.get("proto") == "udp"]
+    assert [(r["dport"], r["source"]) for r in rule] == [("10000:10100", "+llmstack-120-10000-10100-udp")]
