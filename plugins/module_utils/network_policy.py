@@ -30,6 +30,8 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_check
 TABLE = "llmstack"
 # Services a person opens in a browser or queries by hand: the admin hosts may reach them too.
 ADMIN_SERVICES = ("prometheus", "alertmanager", "grafana", "langfuse-web")
+# The interfaces a host's containers come in on (Docker's default bridge and its compose networks' bridges).
+CONTAINER_INTERFACES = ("docker0", "br-*")
 SET_NAME_RE = re.compile(r"[^a-z0-9_]+")
 ICMP_V4 = "echo-request, destination-unreachable, time-exceeded, parameter-problem"
 ICMP_V6 = ("echo-request, destination-unreachable, packet-too-big, time-exceeded, parameter-problem, "
@@ -70,7 +72,7 @@ def check_settings(settings):
         for index, item in enumerate(value):
             if _network(item) is None:
                 problems.append("%s[%d]: %r is not an address or CIDR" % (variable, index, item))
-    for variable in ("network_policy_ssh_vlans", "network_policy_admin_groups"):
+    for variable in ("network_policy_ssh_vlans", "network_policy_admin_groups", "network_policy_container_interfaces"):
         value = settings.get(variable)
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             problems.append("%s: must be a list of names" % variable)
@@ -121,12 +123,27 @@ def admin_addresses(topology, settings):
 
 
 def endpoint_sources(endpoint, topology, settings):
-    """Who may open a connection to ``endpoint``: its consumers' addresses (the topology's ``sources``) and, for a
-    service people open by hand, the admin hosts'."""
+    """Who may open a connection to ``endpoint``: its consumers' addresses (the topology's ``sources``, with a site
+    endpoint's own ``sources``), for a service people open by hand (``admin``) the admin hosts', and for one the
+    controller calls (``controller``: PVE's API) the controller's."""
     sources = list(endpoint.get("sources") or [])
-    if endpoint["service"] in ADMIN_SERVICES:
+    if endpoint["service"] in ADMIN_SERVICES or endpoint.get("admin"):
         sources.extend(a for a in admin_addresses(topology, settings) if a not in sources)
+    if endpoint.get("controller"):
+        sources.extend(a for a in settings.get("controller_addresses") or [] if a not in sources)
     return sources
+
+
+def port_match(endpoint, separator="-"):
+    """``5405-5412`` (nft; PVE's firewall writes ``5405:5412``) or ``8006``."""
+    low, high = endpoint["port"], endpoint.get("port_end", endpoint["port"])
+    return str(low) if high == low else "%d%s%d" % (low, separator, high)
+
+
+def own_consumer(endpoint):
+    """Whether the endpoint's host is one of its consumers: then its own containers (which reach the host's addresses
+    through a Docker bridge, not through lo) may open it, as another consumer host may."""
+    return endpoint["host"] in (endpoint.get("consumers") or [])
 
 
 def _is_loopback(address):
@@ -148,7 +165,7 @@ def build(topology, host, settings=None):
     settings = dict(settings or {})
     problems = check_settings(dict(("network_policy_" + k, v) for k, v in settings.items()
                                    if k in ("controller_addresses", "admin_addresses", "ssh_vlans", "admin_groups",
-                                            "ssh_port", "log_rate")))
+                                            "ssh_port", "log_rate", "container_interfaces")))
     hosts = topology.get("hosts") or {}
     if host not in hosts:
         problems.append("host %s is not in the topology" % host)
@@ -168,20 +185,33 @@ def build(topology, host, settings=None):
     add_set("ssh", _vlan_cidrs(vlans, settings.get("ssh_vlans") or ["mgmt"]) + admin_addresses(topology, settings))
     rules = []
     published = []
-    for endpoint in sorted(mine, key=lambda e: (e["port"], e["service"], e["address"])):
+    # The host's own containers reach its addresses through a Docker bridge (input, or forward when Docker DNATs a
+    # published port): judged by the same endpoints, open where the host is a consumer, never wholesale.
+    local, local_published = [], []
+    for endpoint in sorted(mine, key=lambda e: (e["port"], e.get("proto", "tcp"), e["service"], e["address"])):
         name = _set_name(endpoint)
         add_set(name, endpoint_sources(endpoint, topology, settings))
         family, daddr = _daddr(endpoint["address"])
-        comment = '%s %s on %s:%d' % (endpoint["role"], endpoint["service"], endpoint["address"], endpoint["port"])
+        proto, ports = endpoint.get("proto", "tcp"), port_match(endpoint)
+        comment = '%s %s on %s:%s/%s' % (endpoint["role"], endpoint["service"], endpoint["address"], ports, proto)
         for version, keyword in ((4, "ip"), (6, "ip6")):
-            if family not in (None, keyword) or not sets["%s_v%d" % (name, version)]:
+            if family not in (None, keyword):
                 continue
             dest = "%s daddr %s " % (keyword, daddr) if daddr else ""
             original = "ct original %s daddr %s " % (keyword, daddr) if daddr else "meta nfproto ipv%d " % version
-            rules.append('%stcp dport %d %s saddr @%s_v%d counter accept comment "%s"'
-                         % (dest, endpoint["port"], keyword, name, version, comment))
-            published.append('%smeta l4proto tcp ct original proto-dst %d %s saddr @%s_v%d counter accept comment "%s"'
-                             % (original, endpoint["port"], keyword, name, version, comment))
+            if own_consumer(endpoint):
+                local.append('%s%s dport %s counter accept comment "%s from its own containers"'
+                             % (dest or "meta nfproto ipv%d " % version, proto, ports, comment))
+                local_published.append('%smeta l4proto %s ct original proto-dst %s counter accept comment '
+                                       '"%s from its own containers"' % (original, proto, ports, comment))
+            if not sets["%s_v%d" % (name, version)]:
+                continue
+            rules.append('%s%s dport %s %s saddr @%s_v%d counter accept comment "%s"'
+                         % (dest, proto, ports, keyword, name, version, comment))
+            published.append('%smeta l4proto %s ct original proto-dst %s %s saddr @%s_v%d counter accept comment "%s"'
+                             % (original, proto, ports, keyword, name, version, comment))
+    bridges = [str(b) for b in (settings.get("container_interfaces")
+                                if settings.get("container_interfaces") is not None else CONTAINER_INTERFACES)]
     log = settings.get("log", True)
     rate = settings.get("log_rate") or "10/minute"
     lines = ["# Managed by pvegpu.llmstack (network_policy) for %s from the topology; edits are overwritten." % host,
@@ -205,6 +235,7 @@ def build(topology, host, settings=None):
               "\t\ttcp dport %d ip6 saddr @controller_v6 accept" % ssh_port,
               "\t\ttcp dport %d ip saddr @ssh_v4 accept" % ssh_port,
               "\t\ttcp dport %d ip6 saddr @ssh_v6 accept" % ssh_port]
+    lines += ['\t\tiifname "%s" jump from_containers' % bridge for bridge in bridges]
     lines += ["\t\t" + rule for rule in rules]
     if log:
         lines.append('\t\tlimit rate %s burst 20 packets log prefix "llmstack drop in: " level info' % rate)
@@ -215,19 +246,38 @@ def build(topology, host, settings=None):
               "\t\tct status dnat jump published",
               "\t}", "",
               "\tchain published {"]
+    lines += ['\t\tiifname "%s" jump published_from_containers' % bridge for bridge in bridges]
     lines += ["\t\t" + rule for rule in published]
     if log:
         lines.append('\t\tlimit rate %s burst 20 packets log prefix "llmstack drop published: " level info' % rate)
-    lines += ["\t\tcounter name dropped_published drop", "\t}", "}"]
-    return {"ruleset": "\n".join(lines) + "\n", "matrix": matrix(topology, settings), "sets": sets}
+    lines += ["\t\tcounter name dropped_published drop", "\t}", "",
+              "\t# From a container of this host (a Docker bridge) to the host's own endpoints: those it consumes.",
+              "\tchain from_containers {"]
+    lines += ["\t\t" + rule for rule in local]
+    lines += ["\t}", "", "\tchain published_from_containers {"]
+    lines += ["\t\t" + rule for rule in local_published]
+    lines += ["\t}", "}"]
+    ruleset = "\n".join(lines) + "\n"
+    return {"ruleset": ruleset, "persisted": persisted(ruleset), "matrix": matrix(topology, settings), "sets": sets}
+
+
+def persisted(ruleset):
+    """The file nftables.service loads: the ruleset as a script that replaces the table (empty table, delete, the
+    table), so that loading it again - a reload, a restart - needs no ``flush ruleset``, which would take every other
+    table with it (Docker's among them)."""
+    lines = ruleset.splitlines(True)
+    head = [line for line in lines if line.startswith("#")]
+    body = "".join(lines[len(head):])
+    return "".join(head) + replace_script("inet", TABLE, body)
 
 
 def allowed(endpoint, source, topology, settings):
     """Whether inventory host ``source`` may open a connection to ``endpoint`` under the policy."""
-    if source == endpoint["host"]:
-        return True
     if _is_loopback(endpoint["address"]):
-        return False
+        return source == endpoint["host"]
+    if source == endpoint["host"]:
+        # The host's own processes come through lo; this cell is what its containers find.
+        return own_consumer(endpoint)
     permitted = [_network(a) for a in endpoint_sources(endpoint, topology, settings)]
     for address in _host_addresses(topology, source):
         ip = _network(address)
@@ -242,9 +292,12 @@ def matrix(topology, settings=None):
     rows = []
     for endpoint in sorted(topology.get("endpoints") or [], key=lambda e: (e["host"], e["port"], e["service"])):
         for source in sorted(topology.get("hosts") or {}):
-            rows.append({"source": source, "destination": endpoint["host"], "service": endpoint["service"],
-                         "address": endpoint["address"], "port": endpoint["port"], "proto": "tcp",
-                         "allowed": allowed(endpoint, source, topology, settings)})
+            row = {"source": source, "destination": endpoint["host"], "service": endpoint["service"],
+                   "address": endpoint["address"], "port": endpoint["port"], "proto": endpoint.get("proto", "tcp"),
+                   "allowed": allowed(endpoint, source, topology, settings)}
+            if "port_end" in endpoint:
+                row["port_end"] = endpoint["port_end"]
+            rows.append(row)
     return rows
 
 
@@ -253,15 +306,16 @@ def matrix_markdown(rows):
     sources = sorted({r["source"] for r in rows})
     services = []
     for r in rows:
-        key = (r["destination"], r["service"], r["address"], r["port"])
+        key = (r["destination"], r["service"], r["address"], port_match(r), r.get("proto", "tcp"))
         if key not in services:
             services.append(key)
-    cells = dict(((r["destination"], r["service"], r["address"], r["port"], r["source"]), r["allowed"]) for r in rows)
-    out = ["| service (host, address:port) | " + " | ".join(sources) + " |",
+    cells = dict(((r["destination"], r["service"], r["address"], port_match(r), r.get("proto", "tcp"), r["source"]),
+                  r["allowed"]) for r in rows)
+    out = ["| service (host, address:port/proto) | " + " | ".join(sources) + " |",
            "| --- | " + " | ".join("---" for _s in sources) + " |"]
     for key in services:
-        out.append("| %s (%s, %s:%d) | " % (key[1], key[0], key[2], key[3]) + " | ".join(
-            "open" if cells[key + (s,)] else "-" for s in sources) + " |")
+        out.append("| %s (%s, %s:%s/%s) | " % (key[1], key[0], key[2], key[3], key[4]) + " | ".join(
+            ("own" if key[0] == s else "open") if cells[key + (s,)] else "-" for s in sources) + " |")
     return "\n".join(out) + "\n"
 
 

@@ -40,7 +40,7 @@ _SLOT = re.compile(r"^(?:(?P<domain>[0-9a-fA-F]{4}):)?(?P<bus>[0-9a-fA-F]{2}):(?
 #: defaults/main.yml, the one place they are stated).
 ROLE_SETTINGS = {
     "vllm": ("vllm_bind_address", "vllm_api_key_enabled", "vllm_dir"),
-    "litellm": ("litellm_bind_address", "litellm_port", "litellm_dir"),
+    "litellm": ("litellm_bind_address", "litellm_port", "litellm_dir", "litellm_database", "litellm_shared_vlan"),
     "tls_proxy": ("tls_proxy_listen_addresses", "tls_proxy_port", "tls_proxy_metrics_listen_address",
                   "tls_proxy_metrics_port"),
     "langfuse": ("langfuse_bind_address", "langfuse_port", "langfuse_s3_port", "langfuse_dir"),
@@ -53,7 +53,10 @@ ROLE_SETTINGS = {
                "gpu_vm_disk_options", "gpu_vm_api_host", "gpu_vm_api_port", "gpu_vm_api_user", "gpu_vm_api_token_id",
                "gpu_vm_api_validate_certs", "gpu_vm_nic_firewall"),
     # PVE's firewall filters a VM's NIC only with firewall=1 on it (gpu_vm_nic_firewall): checked together here.
-    "network_policy": ("network_policy_pve_firewall",),
+    # The PVE hosts' own services (network_policy_pve_services) and a site's own ports on any host
+    # (network_policy_extra_endpoints) are endpoints like the roles' ones: the policy opens them to their consumers.
+    "network_policy": ("network_policy_pve_firewall", "network_policy_nftables", "network_policy_pve_services",
+                       "network_policy_extra_endpoints", "network_policy_pve_host_firewall"),
 }
 
 #: Which inventory group runs which service role (the stage playbooks' hosts).
@@ -64,8 +67,12 @@ ROLE_GROUPS = {
     "langfuse": ("langfuse",),
     "monitoring": ("observability", "gpu_vms", "pve_hosts"),
     "gpu_vm": ("gpu_vms",),
-    "network_policy": ("gpu_vms",),
+    "network_policy": ("pve_hosts", "gpu_vms", "llm_gateways", "langfuse", "observability", "llm_clients"),
 }
+
+#: The ports the shared PostgreSQL and Redis of several gateways listen on (litellm_config.compose publishes them).
+SHARED_DATABASE_PORTS = (("postgres", 5432), ("redis", 6379))
+PROTOCOLS = ("tcp", "udp")
 
 
 class TopologyError(Exception):
@@ -263,7 +270,7 @@ def endpoints(groups, hosts, settings, vlans):
     found, problems = [], []
 
     def add(role, service, host, address_var, address, port_var, port, consumers, scheme="http", optional=False,
-            **extra):
+            proto="tcp", port_end=None, **extra):
         if address in (None, ""):
             if not optional and not any(p.startswith("host %s: %s:" % (host, address_var)) for p in problems):
                 problems.append("host %s: %s: no address for %s %s (the host has no interface on the role's VLAN in "
@@ -278,11 +285,13 @@ def endpoints(groups, hosts, settings, vlans):
         if number is None:
             problems.append("host %s: %s: %r is not a TCP port (1-65535)" % (host, port_var, port))
             return
-        found.append({"role": role, "service": service, "host": host, "address": str(ip),
-                      "vlan": _vlan_of(ip, vlans), "port": number, "scheme": scheme,
-                      "consumers": sorted(set(consumers)),
-                      "variables": {"address": address_var, "port": port_var}})
-        found[-1].update(extra)
+        entry = {"role": role, "service": service, "host": host, "address": str(ip), "vlan": _vlan_of(ip, vlans),
+                 "port": number, "proto": proto, "scheme": scheme, "consumers": sorted(set(consumers)),
+                 "variables": {"address": address_var, "port": port_var}}
+        if port_end is not None and port_end != number:
+            entry["port_end"] = port_end
+        entry.update(extra)
+        found.append(entry)
 
     def of(host):
         return settings.get(host) or {}
@@ -310,6 +319,19 @@ def endpoints(groups, hosts, settings, vlans):
         add("tls_proxy", "litellm-metrics", host, "tls_proxy_metrics_listen_address",
             mine.get("tls_proxy_metrics_listen_address"), "tls_proxy_metrics_port", mine.get("tls_proxy_metrics_port"),
             observers, optional=True)
+    # Several gateways share the first one's PostgreSQL (litellm_database) and Redis, published on its address on
+    # litellm_shared_vlan (litellm_config.compose): the other gateways are their consumers.
+    if len(gateways) > 1:
+        primary = of(gateways[0])
+        vlan = primary.get("litellm_shared_vlan") or "mgmt"
+        shared = ((hosts.get(gateways[0]) and host_addresses(hosts[gateways[0]].get("llmstack_interfaces"))) or
+                  {}).get(vlan)
+        for service, port in SHARED_DATABASE_PORTS:
+            if service == "postgres" and str(primary.get("litellm_database", True)).lower() in ("false", "no", "0",
+                                                                                                  "off"):
+                continue
+            add("litellm", service, gateways[0], "litellm_shared_vlan", shared, "litellm_shared_vlan", port,
+                gateways[1:], scheme=service)
     for host in _members(groups, "langfuse"):
         mine = of(host)
         add("langfuse", "langfuse-web", host, "langfuse_bind_address", mine.get("langfuse_bind_address"),
@@ -337,7 +359,84 @@ def endpoints(groups, hosts, settings, vlans):
         if host in _members(groups, "gpu_vms"):
             add("monitoring", "dcgm-exporter", host, "monitoring_bind_address", address,
                 "monitoring_dcgm_exporter_port", mine.get("monitoring_dcgm_exporter_port"), observers)
+    for host in _members(groups, "pve_hosts"):
+        for index, item in enumerate(of(host).get("network_policy_pve_services") or []):
+            _site_endpoint(add, problems, groups, host, "network_policy_pve_services[%d]" % index, item, "pve")
+    for host in sorted(settings):
+        for index, item in enumerate(of(host).get("network_policy_extra_endpoints") or []):
+            _site_endpoint(add, problems, groups, host, "network_policy_extra_endpoints[%d]" % index, item, "site")
     return found, problems
+
+
+def _consumer_hosts(groups, names):
+    """Hosts of a list of group and host names ([] entries that name nothing are the caller's problem)."""
+    found = []
+    for name in names:
+        for host in (groups.get(name) or ([name] if name in (groups.get("all") or []) else [])):
+            if host not in found:
+                found.append(host)
+    return found
+
+
+def _site_endpoint(add, problems, groups, host, label, item, role):
+    """One entry of network_policy_pve_services or network_policy_extra_endpoints on ``host``: {service, port,
+    port_end, proto, address (default: every address), consumers: [group or host], sources: [CIDR], controller,
+    admin}; every bad key is a problem naming ``label``."""
+    if not isinstance(item, dict):
+        problems.append("host %s: %s: must be a mapping with service, port and consumers or sources" % (host, label))
+        return
+    bad = len(problems)
+    unknown = sorted(set(item) - {"service", "port", "port_end", "proto", "address", "consumers", "sources",
+                                  "controller", "admin"})
+    if unknown:
+        problems.append("host %s: %s: unknown key(s) %s" % (host, label, ", ".join(unknown)))
+    service = item.get("service")
+    if not isinstance(service, str) or not re.match(r"^[a-z0-9][a-z0-9_.-]*$", service):
+        problems.append("host %s: %s.service: %r is not a name (lower case letters, digits, - _ .)"
+                        % (host, label, service))
+    proto = item.get("proto", "tcp")
+    if proto not in PROTOCOLS:
+        problems.append("host %s: %s.proto: %r is not tcp or udp" % (host, label, proto))
+    port = value_checks.as_port(item.get("port"))
+    port_end = value_checks.as_port(item.get("port_end", item.get("port")))
+    if port is not None and (port_end is None or port_end < port):
+        problems.append("host %s: %s.port_end: %r is not a port from %d to 65535" % (host, label, item.get("port_end"),
+                                                                                     port))
+    consumers = item.get("consumers") or []
+    all_hosts = groups.get("all") or []
+    if not isinstance(consumers, list) or not all(isinstance(c, str) for c in consumers):
+        problems.append("host %s: %s.consumers: must be a list of group or host names" % (host, label))
+        consumers = []
+    for name in consumers:
+        if name not in groups and name not in all_hosts:
+            problems.append("host %s: %s.consumers: %r is neither a group nor a host of the inventory"
+                            % (host, label, name))
+    extra = item.get("sources") or []
+    if not isinstance(extra, list) or not all(_network_text(s) for s in extra):
+        problems.append("host %s: %s.sources: must be a list of addresses or CIDRs" % (host, label))
+        extra = []
+    for flag in ("controller", "admin"):
+        if not isinstance(item.get(flag, False), bool):
+            problems.append("host %s: %s.%s: must be true or false" % (host, label, flag))
+    if len(problems) > bad:
+        return
+    address = item.get("address") or "0.0.0.0"
+    add(role, service, host, label + ".address", address, label + ".port", port,
+        _consumer_hosts(groups, consumers), scheme=proto, proto=proto,
+        port_end=port_end, extra_sources=[str(s) for s in extra], controller=bool(item.get("controller", False)),
+        admin=bool(item.get("admin", False)))
+
+
+def _network_text(text):
+    try:
+        ipaddress.ip_network(str(text), strict=False)
+        return True
+    except ValueError:
+        return False
+
+
+def _port_range(endpoint):
+    return endpoint["port"], endpoint.get("port_end", endpoint["port"])
 
 
 def _overlap(a, b):
@@ -398,7 +497,9 @@ def endpoint_problems(found, hosts, vlans=None, loopback_shared=False):
     problems = []
     for index, first in enumerate(found):
         for second in found[index + 1:]:
-            if first["host"] != second["host"] or first["port"] != second["port"]:
+            (low_a, high_a), (low_b, high_b) = _port_range(first), _port_range(second)
+            if first["host"] != second["host"] or first.get("proto", "tcp") != second.get("proto", "tcp") \
+                    or high_a < low_b or high_b < low_a:
                 continue
             if not _overlap(first["address"], second["address"]):
                 continue
@@ -407,7 +508,7 @@ def endpoint_problems(found, hosts, vlans=None, loopback_shared=False):
                 % (first["host"], first["variables"]["port"], "%s %s" % (first["role"], first["service"]),
                    second["variables"]["port"], "%s %s" % (second["role"], second["service"]),
                    first["address"] if not _ip(first["address"]).is_unspecified else second["address"],
-                   first["port"], first["variables"]["port"], second["variables"]["port"]))
+                   max(low_a, low_b), first["variables"]["port"], second["variables"]["port"]))
     for endpoint in found:
         for consumer in endpoint["consumers"]:
             addresses = (hosts.get(consumer) or {}).get("addresses") or {}
@@ -488,6 +589,14 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
             topo_hosts[host]["dirs"] = dirs
         if host in _members(groups, "pve_hosts"):
             topo_hosts[host]["sysfs_root"] = data.get("llmstack_sysfs_root") or "/"
+            own = settings.get(host) or {}
+            if (inventory_model.truthy(own.get("network_policy_pve_host_firewall", False))
+                    and inventory_model.truthy(own.get("network_policy_nftables", True))):
+                firewall_problems.append(
+                    "host %s: network_policy_pve_host_firewall and network_policy_nftables are both true: two packet "
+                    "filters would judge the PVE host's traffic (keep PVE's own firewall and set "
+                    "network_policy_nftables: false for pve_hosts, or turn network_policy_pve_host_firewall off)"
+                    % host)
         if host in _members(groups, "gpu_vms"):
             topo_hosts[host]["vm"] = vm_settings(settings.get(host) or {})
             own = settings.get(host) or {}
@@ -505,6 +614,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
     problems.extend(endpoint_problems(found, topo_hosts, vlans, shared))
     for entry in found:
         entry["sources"] = sources(entry, topo_hosts, vlans)
+        entry["sources"].extend(a for a in entry.pop("extra_sources", []) if a not in entry["sources"])
     devices = {}
     for node, pci in sorted((pci_by_node or {}).items()):
         devices[node] = dict((g["slot"], {"vendor": g.get("vendor"), "device": g.get("device"),

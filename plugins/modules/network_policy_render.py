@@ -43,7 +43,8 @@ options:
     description:
       - "The role's variables without the C(network_policy_) prefix: C(controller_addresses) (required, not empty),
         C(ssh_port), C(ssh_vlans), C(admin_addresses), C(admin_groups), C(log), C(log_rate), C(pve_firewall),
-        C(pve_cluster_enable); and C(vlans) (C(llmstack_vlans))."
+        C(pve_cluster_enable), C(container_interfaces) (the interfaces the host's own containers come in on,
+        default C(docker0) and C(br-*)); and C(vlans) (C(llmstack_vlans))."
     type: dict
     required: true
 """
@@ -67,8 +68,8 @@ ruleset:
   returned: success
   type: str
 matrix:
-  description: C({source, destination, service, address, port, proto, allowed}) for every endpoint and every
-    inventory host.
+  description: C({source, destination, service, address, port, proto, allowed}) (and C(port_end) for a range) for
+    every endpoint and every inventory host.
   returned: success
   type: list
   elements: dict

@@ -19,9 +19,10 @@ description:
   - Idempotent without reloading - the digest of O(content) and the table as the kernel lists it
     (C(nft -s list table)) are kept in O(state_dir); a rerun with the same content and an unchanged live table
     changes nothing, a table changed by hand since is reloaded (drift).
-  - With O(rollback_seconds), the table as it was (or its absence) is put back by a detached process after that
-    many seconds unless a later call with O(confirm=true) cancels it - made over a new connection, this proves the
-    new rules still let the controller in.
+  - With O(rollback_seconds), the table as it was (or its absence) is put back after that many seconds unless a later
+    call with O(confirm=true) cancels it - made over a new connection, this proves the new rules still let the
+    controller in. The rollback is armed before the new table is loaded - a transient systemd timer
+    (C(llmstack-nft-rollback.timer), not a child of the connection) where systemd runs, else a detached process.
   - With O(state=absent), the table is deleted (the rest of the ruleset stays as it is) and O(state_dir)'s record
     removed.
 author:
@@ -47,7 +48,9 @@ options:
     type: str
     default: llmstack
   rollback_seconds:
-    description: Put the previous table back after this many seconds unless confirmed; 0 - no rollback.
+    description:
+      - Put the previous table back after this many seconds unless confirmed.
+      - 0 - no rollback (no safety net; the module warns); negative values are refused.
     type: int
     default: 0
   confirm:
@@ -116,12 +119,32 @@ def listing(module, family, name):
     return out if rc == 0 else None
 
 
+ROLLBACK_UNIT = "llmstack-nft-rollback"
+
+
 def pid_file(state_dir):
     return os.path.join(state_dir, "rollback.pid")
 
 
-def cancel_rollback(state_dir):
+def unit_file(state_dir):
+    """Present while the rollback is a systemd timer (its name inside), rather than a detached process."""
+    return os.path.join(state_dir, "rollback.unit")
+
+
+def systemd_running():
+    return os.path.isdir("/run/systemd/system")
+
+
+def cancel_rollback(state_dir, module=None):
     """Stop a pending rollback; True when one was pending."""
+    if os.path.exists(unit_file(state_dir)) and module is not None:
+        systemctl = module.get_bin_path("systemctl", required=True)
+        rc, out, err = module.run_command([systemctl, "is-active", ROLLBACK_UNIT + ".timer"])
+        pending = out.strip() == "active"
+        module.run_command([systemctl, "stop", ROLLBACK_UNIT + ".timer"])
+        module.run_command([systemctl, "reset-failed", ROLLBACK_UNIT + ".timer", ROLLBACK_UNIT + ".service"])
+        os.unlink(unit_file(state_dir))
+        return pending
     try:
         with open(pid_file(state_dir)) as handle:
             pid = int(handle.read().strip())
@@ -134,12 +157,27 @@ def cancel_rollback(state_dir):
 
 
 def schedule_rollback(module, state_dir, seconds, script):
-    """A detached process (its own session: a dropped connection does not end it) that loads ``script`` after
-    ``seconds`` unless killed by a confirmation."""
+    """Arm the rollback before anything is loaded: ``script`` is loaded after ``seconds`` unless a confirmation
+    cancels it. Where systemd runs, a transient timer of its own (systemd-run: not a child of the SSH session, so
+    neither the session's end nor logind's cleanup of it takes it away); else a detached process in its own session."""
     restore = os.path.join(state_dir, "rollback.nft")
     with open(restore, "w") as handle:
         handle.write(script)
     os.chmod(restore, 0o600)
+    run = module.get_bin_path("systemd-run")
+    if run and systemd_running():
+        systemctl = module.get_bin_path("systemctl", required=True)
+        module.run_command([systemctl, "stop", ROLLBACK_UNIT + ".timer"])
+        module.run_command([systemctl, "reset-failed", ROLLBACK_UNIT + ".timer", ROLLBACK_UNIT + ".service"])
+        rc, out, err = module.run_command([
+            run, "--unit", ROLLBACK_UNIT, "--on-active", "%ds" % seconds, "--timer-property", "AccuracySec=1s",
+            "--description", "pvegpu.llmstack: put the previous nftables table back (unconfirmed new rules)",
+            module.get_bin_path("nft", required=True), "-f", restore])
+        if rc != 0:
+            module.fail_json(msg="could not arm the rollback timer (nothing was loaded): %s" % err.strip())
+        with open(unit_file(state_dir), "w") as handle:
+            handle.write(ROLLBACK_UNIT + "\n")
+        return
     pid_path = pid_file(state_dir)
     # setsid --fork: the shell leads its own session, so a dropped connection does not end it and a confirmation
     # ends it (and its sleep) with one killpg; it writes its pid, then waits.
@@ -178,7 +216,7 @@ def main():
         module.fail_json(msg="nft is not installed (package nftables)")
     record_path = os.path.join(state_dir, "%s-%s.json" % (family, name))
     if p["confirm"]:
-        pending = False if module.check_mode else cancel_rollback(state_dir)
+        pending = False if module.check_mode else cancel_rollback(state_dir, module)
         module.exit_json(changed=False, rollback_pending=False, confirmed=pending)
     live = listing(module, family, name)
     try:
@@ -199,6 +237,11 @@ def main():
     content = p["content"]
     if content is None:
         module.fail_json(msg="content is required with state=present")
+    if p["rollback_seconds"] < 0:
+        module.fail_json(msg="rollback_seconds: %d is negative (0 means no rollback)" % p["rollback_seconds"])
+    if p["rollback_seconds"] == 0:
+        module.warn("rollback_seconds is 0: no safety net - rules that lock the controller out stay until someone "
+                    "reaches the host another way")
     problems = network_policy.table_problems(content, family, name)
     if problems:
         module.fail_json(msg="; ".join(problems))
@@ -211,14 +254,16 @@ def main():
     if changed and not module.check_mode:
         if not os.path.isdir(state_dir):
             os.makedirs(state_dir, 0o700)
-        cancel_rollback(state_dir)
-        rc, out, err = nft(module, [], network_policy.replace_script(family, name, content))
-        if rc != 0:
-            module.fail_json(msg="nft -f failed (the transaction was not applied): %s" % err.strip())
+        cancel_rollback(state_dir, module)
+        # Armed first: from the moment the new table is in, the way back is already on its way.
         if p["rollback_seconds"] > 0:
             schedule_rollback(module, state_dir, p["rollback_seconds"],
                               network_policy.restore_script(family, name, live))
             result["rollback_pending"] = True
+        rc, out, err = nft(module, [], network_policy.replace_script(family, name, content))
+        if rc != 0:
+            cancel_rollback(state_dir, module)
+            module.fail_json(msg="nft -f failed (the transaction was not applied): %s" % err.strip())
         with open(record_path, "w") as handle:
             json.dump(network_policy.state_record(digest, listing(module, family, name)), handle)
         result["previous"] = live or ""

@@ -30,9 +30,14 @@ def serve(address, port):
     s.bind((address, port)); s.listen(64)
     while True:
         c, _ = s.accept(); c.close()
+def echo(address, port):
+    s = socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((address, port))
+    while True:
+        data, peer = s.recvfrom(64); s.sendto(data, peer)
 for item in sys.argv[1:]:
-    address, port = item.rsplit(",", 1)
-    threading.Thread(target=serve, args=(address, int(port)), daemon=True).start()
+    address, port, proto = (item.split(",") + ["tcp"])[:3]
+    threading.Thread(target=serve if proto == "tcp" else echo, args=(address, int(port)), daemon=True).start()
 print("ready", flush=True)
 threading.Event().wait()
 """
@@ -40,7 +45,17 @@ threading.Event().wait()
 PROBE = r"""
 import json, socket, sys, concurrent.futures
 def probe(target):
-    address, port = target
+    address, port = target[:2]
+    if (list(target) + ["tcp"])[2] == "udp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.settimeout(1.5)
+        try:
+            s.sendto(b"corosync?", (address, port))
+            return s.recvfrom(64)[0] == b"corosync?"
+        except OSError:
+            return False
+        finally:
+            s.close()
     try:
         socket.create_connection((address, port), timeout=1.5).close()
         return True
@@ -129,14 +144,27 @@ def site(tmp_path_factory):
             path.write_text(policy["ruleset"])
             sh("ip", "netns", "exec", ns(host), "nft", "-c", "-f", str(path))
             sh("ip", "netns", "exec", ns(host), "nft", "-f", str(path))
-            # Every endpoint of the host, and SSH.
-            targets = ["%s,%d" % (e["address"], e["port"]) for e in topology["endpoints"] if e["host"] == host
-                       and not e["address"].startswith("127.")] + ["0.0.0.0,22"]
+            # Every endpoint of the host (the first and last port of a range, UDP ones echo), and SSH.
+            targets = ["%s,%d,%s" % (e["address"], port, e.get("proto", "tcp")) for e in topology["endpoints"]
+                       if e["host"] == host and not e["address"].startswith("127.")
+                       for port in sorted({e["port"], e.get("port_end", e["port"])})] + ["0.0.0.0,22"]
             if targets:
                 proc = subprocess.Popen(["ip", "netns", "exec", ns(host), sys.executable, "-c", LISTENER] + targets,
                                         stdout=subprocess.PIPE, text=True)
                 listeners.append(proc)
                 assert proc.stdout.readline().strip() == "ready"
+        # A container of lab-obs, as Docker makes one: its own namespace behind a bridge br-<id> of the host, the
+        # bridge's address its default route.
+        add_ns(PREFIX + "obs-ctr")
+        sh("ip", "-n", ns("lab-obs"), "link", "add", "br-llmnptest", "type", "bridge")
+        sh("ip", "-n", ns("lab-obs"), "addr", "add", "172.31.250.1/24", "dev", "br-llmnptest")
+        sh("ip", "-n", ns("lab-obs"), "link", "set", "br-llmnptest", "up")
+        sh("ip", "link", "add", "c0", "netns", PREFIX + "obs-ctr", "type", "veth", "peer", "name", "c0h", "netns",
+           ns("lab-obs"))
+        sh("ip", "-n", ns("lab-obs"), "link", "set", "c0h", "master", "br-llmnptest", "up")
+        sh("ip", "-n", PREFIX + "obs-ctr", "addr", "add", "172.31.250.2/24", "dev", "c0")
+        sh("ip", "-n", PREFIX + "obs-ctr", "link", "set", "c0", "up")
+        sh("ip", "-n", PREFIX + "obs-ctr", "route", "add", "default", "via", "172.31.250.1")
         yield topology, policies
     finally:
         for proc in listeners:
@@ -146,9 +174,16 @@ def site(tmp_path_factory):
             sh("ip", "netns", "del", name, check=False)
 
 
-def probe(host, targets):
-    result = sh("ip", "netns", "exec", ns(host), sys.executable, "-c", PROBE, json.dumps(targets))
+def probe(host, targets, namespace=None):
+    result = sh("ip", "netns", "exec", namespace or ns(host), sys.executable, "-c", PROBE, json.dumps(targets))
     return json.loads(result.stdout)
+
+
+def address_of(topology, row):
+    address = row["address"]
+    if address in ("0.0.0.0", "::"):
+        address = sorted(topology["hosts"][row["destination"]]["addresses"].values())[0]
+    return address
 
 
 def test_every_cell_of_the_matrix_is_what_packets_find(site):
@@ -158,15 +193,13 @@ def test_every_cell_of_the_matrix_is_what_packets_find(site):
     # Loopback endpoints cannot be reached from another namespace at all; they are the host's own.
     rows = [r for r in matrix if not r["address"].startswith("127.") and r["source"] != r["destination"]]
     assert len(rows) > 50 and any(r["allowed"] for r in rows) and not all(r["allowed"] for r in rows)
+    # The PVE hosts' own services are cells too (issue #31): corosync over UDP between the nodes, not from a client.
+    assert {(r["source"], r["destination"], r["proto"], r["allowed"]) for r in rows if r["service"] == "corosync"} \
+        >= {("lab-pve-b", "lab-pve-a", "udp", True), ("lab-client", "lab-pve-a", "udp", False)}
     found = []
     for source in sorted(topology["hosts"]):
         mine = [r for r in rows if r["source"] == source]
-        targets = []
-        for r in mine:
-            address = r["address"]
-            if address in ("0.0.0.0", "::"):
-                address = sorted(topology["hosts"][r["destination"]]["addresses"].values())[0]
-            targets.append([address, r["port"]])
+        targets = [[address_of(topology, r), r.get("port_end", r["port"]), r["proto"]] for r in mine]
         for r, opened in zip(mine, probe(source, targets), strict=True):
             found.append(dict(r, opened=opened))
     wrong = [(r["source"], r["destination"], r["service"], r["port"], r["allowed"]) for r in found
@@ -190,6 +223,22 @@ def test_the_seeds_rules_hold(site):
     dropped = sh("ip", "netns", "exec", ns("lab-gpu-a"), "nft", "list", "counter", "inet", "llmstack",
                  "dropped_input").stdout
     assert "packets 0 " not in dropped, dropped
+
+
+def test_a_hosts_own_containers_reach_what_the_host_consumes_and_nothing_else(site):
+    """Issue #31: Prometheus runs in a bridge-network container and sends to Alertmanager, scrapes itself and node
+    exporter at the host's own address; only lo was trusted, so alerts were dropped. From a container behind a Docker
+    bridge of lab-obs: its own Prometheus, Alertmanager and node exporter open (it consumes them), Langfuse's S3 and
+    the other hosts' model servers as any other source finds them (the forward path is Docker's)."""
+    topology, policies = site
+    rows = [r for r in next(iter(policies.values()))["matrix"] if r["destination"] == "lab-obs"
+            and r["source"] == "lab-obs" and not r["address"].startswith("127.")]
+    services = {r["service"]: r["allowed"] for r in rows}
+    assert services["alertmanager"] is True and services["prometheus"] is True and services["langfuse-s3"] is False
+    opened = probe("lab-obs", [[address_of(topology, r), r["port"], r["proto"]] for r in rows],
+                   namespace=PREFIX + "obs-ctr")
+    assert [(r["service"], o) for r, o in zip(rows, opened, strict=True)] == \
+        [(r["service"], r["allowed"]) for r in rows]
 
 
 def test_docs_network_md_holds_the_matrix_of_the_model():

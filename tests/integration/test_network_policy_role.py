@@ -3,7 +3,8 @@ nothing of this machine) from localhost/llmstack-debian13-systemd, with nftables
 host's own loaded first, as a Debian host with a firewall has. The role renders the gateway's ruleset from the
 topology, loads it (nft -c, one nft -f, the rollback confirmed over a new connection), persists it; a rerun and a
 check run change nothing; a ruleset loaded without confirmation is rolled back by itself; absent leaves the
-ruleset and nftables.conf byte for byte as they were."""
+ruleset and nftables.conf byte for byte as they were; a restart or reload of nftables.service keeps a table as Docker
+makes it; the rollback is a systemd timer of its own."""
 
 import json
 import os
@@ -48,6 +49,11 @@ PLAY = """
       network_policy_controller_addresses: [10.88.0.1]
       network_policy_rollback_seconds: 30
 """
+
+# What Docker puts into the ruleset for a published port (through iptables-nft): a nat table DNATing to a container.
+DOCKER_LIKE = ("table ip nat {\n\tchain DOCKER {\n\t}\n\tchain PREROUTING {\n\t\ttype nat hook prerouting priority "
+               "dstnat; policy accept;\n\t\tfib daddr type local counter jump DOCKER\n\t}\n}\n"
+               "add rule ip nat DOCKER tcp dport 4000 counter dnat to 172.17.0.2:4000\n")
 
 
 def podman(*args, check=True):
@@ -107,6 +113,22 @@ def test_the_policy_is_loaded_persisted_kept_and_taken_away_exactly(host):
     assert run(host)["changed"] == 0
     assert run(host, "--check", "--diff")["changed"] == 0
 
+    # Issue #31: Debian's nftables.conf flushes the whole ruleset and the service's stop does too, so a restart or
+    # reload took Docker's tables away (its published ports). A table as Docker makes it (ip nat, DNAT to a
+    # container) must outlive both; the policy comes back as it was (a rerun changes nothing).
+    subprocess.run(["podman", "exec", "-i", NAME, "nft", "-f", "-"], input=DOCKER_LIKE, env=ansible_env(), text=True,
+                   check=True, capture_output=True)
+    for action in ("restart", "reload", "restart"):
+        podman("exec", NAME, "systemctl", action, "nftables")
+        ruleset = inside("nft", "list", "ruleset")
+        assert "table ip nat" in ruleset and "dnat to 172.17.0.2:4000" in ruleset, (action, ruleset)
+        assert "table inet hostfw" in ruleset, action
+        assert inside("nft", "-s", "list", "table", "inet", "llmstack") == table, action
+    assert run(host)["changed"] == 0
+    # What the restarts added besides: the Docker-like table and Debian's stock (empty) table inet filter.
+    podman("exec", NAME, "nft", "delete", "table", "ip", "nat")
+    podman("exec", NAME, "nft", "delete", "table", "inet", "filter")
+
     # A ruleset loaded without its confirmation comes back by itself.
     other = ("table inet llmstack {\n\tchain input {\n\t\ttype filter hook input priority filter; policy accept;\n"
              "\t}\n}\n")
@@ -115,6 +137,8 @@ def test_the_policy_is_loaded_persisted_kept_and_taken_away_exactly(host):
     result = subprocess.run(cmd, cwd=ROOT, env=ansible_env(), text=True, capture_output=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "policy drop" not in inside("nft", "-s", "list", "table", "inet", "llmstack")
+    # The rollback is a systemd timer of its own (it outlives the connection that armed it), not a child process.
+    assert inside("systemctl", "is-active", "llmstack-nft-rollback.timer").strip() == "active"
     deadline = time.time() + 20
     while inside("nft", "-s", "list", "table", "inet", "llmstack") != table:
         assert time.time() < deadline, "the rollback did not restore the table"

@@ -23,15 +23,15 @@ def topology():
     }
     endpoints = [
         {"role": "vllm", "service": "vllm-fast", "host": "gpu", "address": "10.0.20.20", "port": 8001,
-         "sources": ["10.0.20.12", "10.0.10.14"]},
+         "consumers": ["gw", "obs"], "sources": ["10.0.20.12", "10.0.10.14"]},
         {"role": "tls_proxy", "service": "https", "host": "gw", "address": "10.0.30.12", "port": 443,
-         "sources": ["10.0.30.11"]},
+         "consumers": ["client"], "sources": ["10.0.30.11"]},
         {"role": "litellm", "service": "litellm", "host": "gw", "address": "127.0.0.1", "port": 4000,
-         "sources": ["127.0.0.1"]},
+         "consumers": ["gw"], "sources": ["127.0.0.1"]},
         {"role": "monitoring", "service": "prometheus", "host": "obs", "address": "10.0.10.14", "port": 9090,
-         "sources": ["10.0.10.14"]},
+         "consumers": ["obs"], "sources": ["10.0.10.14"]},
         {"role": "monitoring", "service": "node-exporter", "host": "gpu", "address": "0.0.0.0", "port": 9100,
-         "sources": ["10.0.10.14", "fd00:10::14"]},
+         "consumers": ["obs"], "sources": ["10.0.10.14", "fd00:10::14"]},
     ]
     return {"hosts": hosts, "endpoints": endpoints}
 
@@ -77,6 +77,44 @@ def test_the_ruleset_of_a_gpu_vm():
     assert 'log prefix "llmstack drop in: "' in ruleset
 
 
+def test_the_hosts_own_containers_reach_only_the_endpoints_it_consumes():
+    """Issue #31: Prometheus in a bridge-network container sends to Alertmanager at the host's own address; only lo
+    was trusted, so alerts were dropped. Now a container's packets are judged like another consumer host's."""
+    ruleset = network_policy.build(topology(), "obs", SETTINGS)["ruleset"]
+    assert 'iifname "docker0" jump from_containers' in ruleset and 'iifname "br-*" jump from_containers' in ruleset
+    chain = ruleset.split("chain from_containers {")[1].split("}")[0]
+    assert "ip daddr 10.0.10.14 tcp dport 9090 counter accept" in chain
+    gpu = network_policy.build(topology(), "gpu", SETTINGS)["ruleset"]
+    # The GPU VM consumes none of its own endpoints: its containers reach neither the model server nor node exporter.
+    assert gpu.split("chain from_containers {")[1].split("}")[0].strip() == ""
+    assert gpu.split("chain published_from_containers {")[1].split("}")[0].strip() == ""
+    assert 'iifname "veth*"' in network_policy.build(topology(), "obs", dict(
+        SETTINGS, container_interfaces=["veth*"]))["ruleset"]
+    rows = network_policy.matrix(topology(), SETTINGS)
+    assert cell(rows, "obs", "prometheus") == [True] and cell(rows, "gpu", "vllm-fast") == [False]
+    assert cell(rows, "gw", "litellm") == [True]     # loopback: the host's own processes
+
+
+def test_a_udp_port_range_and_the_controllers_api_access():
+    topo = topology()
+    topo["hosts"]["pve"] = {"groups": ["pve_hosts"], "addresses": {"mgmt": "10.0.10.2"}}
+    topo["hosts"]["pve2"] = {"groups": ["pve_hosts"], "addresses": {"mgmt": "10.0.10.3"}}
+    topo["endpoints"] += [
+        {"role": "pve", "service": "corosync", "host": "pve", "address": "0.0.0.0", "port": 5405, "port_end": 5412,
+         "proto": "udp", "consumers": ["pve", "pve2"], "sources": ["10.0.10.2", "10.0.10.3"]},
+        {"role": "pve", "service": "pve-api", "host": "pve", "address": "0.0.0.0", "port": 8006, "proto": "tcp",
+         "consumers": ["pve2"], "sources": ["10.0.10.3"], "controller": True, "admin": True}]
+    ruleset = network_policy.build(topo, "pve", SETTINGS)["ruleset"]
+    assert "udp dport 5405-5412 ip saddr @pve_corosync_5405_v4 counter accept" in ruleset
+    assert ("set pve_pve_api_8006_v4 { type ipv4_addr; flags interval; elements = { 10.0.10.3, 10.0.10.5, "
+            "10.0.10.99 } }") in ruleset
+    rows = network_policy.matrix(topo, SETTINGS)
+    corosync = [r for r in rows if r["service"] == "corosync" and r["source"] == "pve2"]
+    assert [(r["proto"], r["port"], r["port_end"], r["allowed"]) for r in corosync] == [("udp", 5405, 5412, True)]
+    assert cell(rows, "client", "pve-api") == [False] and cell(rows, "ops", "pve-api") == [True]
+    assert "| corosync (pve, 0.0.0.0:5405-5412/udp) |" in network_policy.matrix_markdown(rows)
+
+
 def test_bad_settings_name_the_variable_before_anything_is_rendered():
     with pytest.raises(network_policy.NetworkPolicyError) as info:
         network_policy.build(topology(), "gpu", {"controller_addresses": [], "ssh_port": 70000,
@@ -95,8 +133,10 @@ def test_bad_settings_name_the_variable_before_anything_is_rendered():
 def test_the_matrix_as_markdown_has_a_row_per_service_and_a_column_per_host():
     text = network_policy.matrix_markdown(network_policy.matrix(topology(), SETTINGS))
     lines = text.splitlines()
-    assert lines[0] == "| service (host, address:port) | client | gpu | gw | obs | ops |"
-    assert "| vllm-fast (gpu, 10.0.20.20:8001) | - | open | open | open | - |" in lines
+    assert lines[0] == "| service (host, address:port/proto) | client | gpu | gw | obs | ops |"
+    # The model server's own host is no consumer of it: its containers may not open it (its processes use lo).
+    assert "| vllm-fast (gpu, 10.0.20.20:8001/tcp) | - | - | open | open | - |" in lines
+    assert "| prometheus (obs, 10.0.10.14:9090/tcp) | - | - | - | own | open |" in lines
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("unshare"),

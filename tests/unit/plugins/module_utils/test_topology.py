@@ -283,3 +283,87 @@ def test_pve_firewall_without_the_nics_firewall_flag_is_refused_naming_both():
     _topo, problems = topology.build(m, settings)
     found = [p for p in problems if "network_policy_pve_firewall" in p]
     assert len(found) == 1 and found[0].startswith("host vm-1:") and "gpu_vm_nic_firewall" in found[0]
+
+
+# ------------------------------------------------------------------------------------- PVE hosts and site ports
+PVE_SERVICES = role_settings("network_policy", ["pve_services"])["pve_services"]
+PVE = {"llmstack_interfaces": [{"vlan": "mgmt", "address": "10.0.10.2"}]}
+
+
+def test_the_pve_hosts_services_are_endpoints_of_the_topology():
+    """Issue #31: the PVE hosts had no endpoints, so the policy dropped their API, consoles, corosync and migration."""
+    m = model({"pve_hosts": ["pve-a", "pve-b"]}, **{"pve-a": PVE, "pve-b": {
+        "llmstack_interfaces": [{"vlan": "mgmt", "address": "10.0.10.3"}]}})
+    settings = dict((h, {"network_policy_pve_services": PVE_SERVICES}) for h in ("pve-a", "pve-b"))
+    topo, problems = topology.build(m, settings)
+    assert problems == []
+    mine = dict((e["service"], e) for e in topo["endpoints"] if e["host"] == "pve-a")
+    assert sorted(mine) == ["corosync", "pve-api", "pve-migration", "pve-spiceproxy", "pve-vnc"]
+    assert (mine["corosync"]["proto"], mine["corosync"]["port"], mine["corosync"]["port_end"]) == ("udp", 5405, 5412)
+    assert mine["corosync"]["consumers"] == ["pve-a", "pve-b"] and "10.0.10.3" in mine["corosync"]["sources"]
+    assert mine["pve-api"]["controller"] is True and mine["pve-api"]["admin"] is True
+    assert (mine["pve-vnc"]["port"], mine["pve-vnc"]["port_end"], mine["pve-vnc"]["consumers"]) == (5900, 5999, [])
+    assert "port_end" not in mine["pve-api"] and mine["pve-api"]["proto"] == "tcp"
+
+
+def test_a_sites_own_ports_and_bad_entries_name_the_variable():
+    m = model({"pve_hosts": ["pve-a"], "backup": ["pbs"]}, **{"pve-a": PVE, "pbs": {}})
+    ceph = [{"service": "ceph-mon", "port": 3300, "consumers": ["pve_hosts"]},
+            {"service": "nfs", "port": 2049, "sources": ["10.0.40.0/24"]}]
+    topo, problems = topology.build(m, {"pve-a": {"network_policy_extra_endpoints": ceph}})
+    assert problems == []
+    nfs = topology.endpoint(topo, "site", "nfs", "pve-a")[0]
+    assert nfs["sources"] == ["10.0.40.0/24"] and nfs["address"] == "0.0.0.0"
+    bad = [{"service": "Ceph OSD", "port": 6800, "port_end": 6000, "proto": "sctp", "consumers": ["nobody"],
+            "sources": ["a.b"], "admin": "yes", "colour": "red"}, "8006"]
+    _topo, problems = topology.build(m, {"pve-a": {"network_policy_extra_endpoints": bad}})
+    label = "host pve-a: network_policy_extra_endpoints"
+    assert problems == [
+        label + "[0]: unknown key(s) colour",
+        label + "[0].service: 'Ceph OSD' is not a name (lower case letters, digits, - _ .)",
+        label + "[0].proto: 'sctp' is not tcp or udp",
+        label + "[0].port_end: 6000 is not a port from 6800 to 65535",
+        label + "[0].consumers: 'nobody' is neither a group nor a host of the inventory",
+        label + "[0].sources: must be a list of addresses or CIDRs",
+        label + "[0].admin: must be true or false",
+        label + "[1]: must be a mapping with service, port and consumers or sources"]
+
+
+def test_a_port_range_collides_with_a_port_inside_it_of_the_same_protocol_only():
+    m = model({"pve_hosts": ["pve-a"]}, **{"pve-a": PVE})
+    extra = [{"service": "mine", "port": 5410, "consumers": ["pve_hosts"]},
+             {"service": "mine-udp", "port": 5410, "proto": "udp", "consumers": ["pve_hosts"]}]
+    _topo, problems = topology.build(m, {"pve-a": {"network_policy_pve_services": PVE_SERVICES,
+                                                   "network_policy_extra_endpoints": extra}})
+    assert problems == [
+        "host pve-a: network_policy_pve_services[3].port (pve corosync) and network_policy_extra_endpoints[1].port "
+        "(site mine-udp) both listen on 0.0.0.0 port 5410: move one (set network_policy_pve_services[3].port or "
+        "network_policy_extra_endpoints[1].port)"]
+
+
+def test_several_gateways_consume_the_first_ones_postgres_and_redis():
+    """Issue #31: the shared PostgreSQL and Redis were no endpoints, so the policy cut the other gateways off."""
+    gw2 = {"llmstack_interfaces": [{"vlan": "mgmt", "address": "10.0.10.13"}]}
+    m = model({"llm_gateways": ["gw", "gw2"]}, gw=GATEWAY, gw2=gw2)
+    base = {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000, "litellm_shared_vlan": "mgmt"}
+    topo, problems = topology.build(m, {"gw": dict(base), "gw2": dict(base)})
+    assert problems == []
+    shared = [(e["service"], e["host"], e["address"], e["port"], e["consumers"], e["sources"])
+              for e in topo["endpoints"] if e["service"] in ("postgres", "redis")]
+    assert shared == [("postgres", "gw", "10.0.10.12", 5432, ["gw2"], ["10.0.10.13"]),
+                      ("redis", "gw", "10.0.10.12", 6379, ["gw2"], ["10.0.10.13"])]
+    topo, _problems = topology.build(m, {"gw": dict(base, litellm_database=False), "gw2": dict(base)})
+    assert [e["service"] for e in topo["endpoints"] if e["service"] in ("postgres", "redis")] == ["redis"]
+    # One gateway: nothing is shared, nothing is published.
+    topo, _problems = topology.build(model({"llm_gateways": ["gw"]}, gw=GATEWAY), {"gw": dict(base)})
+    assert not [e for e in topo["endpoints"] if e["service"] in ("postgres", "redis")]
+
+
+def test_nftables_and_pves_own_firewall_on_one_pve_host_are_refused():
+    m = model({"pve_hosts": ["pve-a"]}, **{"pve-a": PVE})
+    _topo, problems = topology.build(m, {"pve-a": {"network_policy_pve_host_firewall": True}})
+    assert len(problems) == 1 and problems[0].startswith("host pve-a: network_policy_pve_host_firewall and "
+                                                         "network_policy_nftables are both true")
+    _topo, problems = topology.build(m, {"pve-a": {"network_policy_pve_host_firewall": True,
+                                                   "network_policy_nftables": False}})
+    assert problems == []
