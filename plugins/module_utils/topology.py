@@ -324,11 +324,10 @@ def endpoints(groups, hosts, settings, vlans):
     if len(gateways) > 1:
         primary = of(gateways[0])
         vlan = primary.get("litellm_shared_vlan") or "mgmt"
-        shared = ((hosts.get(gateways[0]) and host_addresses(hosts[gateways[0]].get("llmstack_interfaces"))) or
-                  {}).get(vlan)
+        shared = host_addresses((hosts.get(gateways[0]) or {}).get("llmstack_interfaces")).get(vlan)
+        database = inventory_model.truthy(primary.get("litellm_database", True))
         for service, port in SHARED_DATABASE_PORTS:
-            if service == "postgres" and str(primary.get("litellm_database", True)).lower() in ("false", "no", "0",
-                                                                                                  "off"):
+            if service == "postgres" and not database:
                 continue
             add("litellm", service, gateways[0], "litellm_shared_vlan", shared, "litellm_shared_vlan", port,
                 gateways[1:], scheme=service)
