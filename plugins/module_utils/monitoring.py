@@ -14,17 +14,36 @@ Jobs (seed 000: GPU metrics every 5 s, the rest every 15 s):
 - ``litellm``: each gateway's ``/metrics/`` (LiteLLM's prometheus callback) where the gateway's TLS proxy serves
   it to the observability hosts (the topology's ``tls_proxy``/``litellm-metrics`` endpoint);
 - ``prometheus``, ``alertmanager``, ``grafana``: the observability hosts themselves.
+
+Prometheus and Alertmanager ask for HTTP basic auth on every path (``--web.config.file``, the exporter toolkit's
+``web.yml``: :func:`web_config`); whatever talks to them authenticates with the user ``web_user`` (default
+``llmstack``) and the password from a file (:data:`WEB_FILES`) or, for Grafana, from its environment. No password
+is ever written into prometheus.yml, the compose project or Grafana's provisioning.
 """
 
 import ipaddress
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import service_start, value_checks
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import bcrypt_hash, service_start, value_checks
 
 # Prometheus' --storage.tsdb.retention.size: a number and a byte unit (alecthomas/units Base2Bytes).
 SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)$")
 NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 GROUP_ROLES = ("gpu_vms", "llm_gateways", "observability")
+# The basic auth user of Prometheus and Alertmanager: letters, digits, '.', '_', '-' (no ':', which ends a user name
+# in basic auth, and nothing a shell would read: the health checks name it).
+WEB_USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+DEFAULT_WEB_USER = "llmstack"
+# Inside the containers: the compose project mounts the deployment directory's prometheus/ at /etc/prometheus and
+# alertmanager/ at /etc/alertmanager (read only); each service reads its own copy of the password (its user, 0600).
+WEB_FILES = {
+    "prometheus": {"config": "/etc/prometheus/web.yml", "password": "/etc/prometheus/secrets/web_password",
+                   "port": 9090},
+    "alertmanager": {"config": "/etc/alertmanager/web.yml", "password": "/etc/alertmanager/secrets/web_password",
+                     "port": 9093},
+}
+# Grafana's datasource reads the password from this variable of its env file (secrets/grafana.env).
+GRAFANA_WEB_PASSWORD_ENV = "LLMSTACK_WEB_PASSWORD"
 
 
 class MonitoringError(value_checks.SettingsProblems):
@@ -89,8 +108,24 @@ def hosts_from_topology(topology):
     return hosts
 
 
+def _web_user_problem(user):
+    if isinstance(user, str) and WEB_USER_RE.match(user):
+        return None
+    return ("monitoring_web_user: %r is not a user name for HTTP basic auth: 1 to 64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit" % (user,))
+
+
+def web_user(settings):
+    """The basic auth user of Prometheus and Alertmanager (``settings["web_user"]``, default ``llmstack``)."""
+    user = settings.get("web_user")
+    return DEFAULT_WEB_USER if user is None else user
+
+
 def validate_settings(settings):
     errors = []
+    problem = _web_user_problem(web_user(settings))
+    if problem:
+        errors.append(problem)
     for key in ("gpu_interval", "interval", "evaluation_interval", "retention_time"):
         value = settings.get(key)
         if value is not None:
@@ -132,9 +167,13 @@ def jobs_from_inventory(hosts, groups, settings):
                           % (host, vlan if variable != "vllm_bind_address" else vllm_vlan, what, variable))
         return address
 
-    def job(name, every, targets, path="/metrics"):
+    def job(name, every, targets, path="/metrics", basic_auth=False):
         if targets:
-            jobs.append({"name": name, "interval": every, "path": path, "targets": targets})
+            entry = {"name": name, "interval": every, "path": path, "targets": targets}
+            if basic_auth:
+                # Scraped with the web user and its password file (prometheus_config).
+                entry["basic_auth"] = True
+            jobs.append(entry)
 
     dcgm = []
     vllm = []
@@ -202,12 +241,15 @@ def jobs_from_inventory(hosts, groups, settings):
     job("node", interval, node)
     job("litellm", interval, litellm, path="/metrics/")
     for name in ("prometheus", "alertmanager", "grafana"):
-        job(name, interval, own[name])
+        job(name, interval, own[name], basic_auth=name in WEB_FILES)
     return jobs
 
 
 def prometheus_config(jobs, settings):
-    """prometheus.yml as a dict: the jobs, the rule files, the Alertmanagers."""
+    """prometheus.yml as a dict: the jobs, the rule files, the Alertmanagers. The jobs marked ``basic_auth``
+    (Prometheus and Alertmanager themselves) and the alerts sent to the Alertmanagers authenticate as the web user
+    (``settings["web_user"]``) with the password file Prometheus reads in its container (``password_file``; the
+    password itself is never in this config)."""
     errors = validate_settings(settings)
     names = [j["name"] for j in jobs]
     for name in names:
@@ -218,6 +260,7 @@ def prometheus_config(jobs, settings):
     if errors:
         raise MonitoringError(errors)
     interval = settings.get("interval") or "15s"
+    auth = {"username": web_user(settings), "password_file": WEB_FILES["prometheus"]["password"]}
     scrape_configs = []
     for job in jobs:
         every = job.get("interval") or interval
@@ -225,14 +268,17 @@ def prometheus_config(jobs, settings):
         for target in job["targets"]:
             key = tuple(sorted(target["labels"].items()))
             grouped.setdefault(key, []).append(target["address"])
-        scrape_configs.append({
+        scrape = {
             "job_name": job["name"],
             "scrape_interval": every,
             # A scrape may not outlast its interval (Prometheus refuses that config).
             "scrape_timeout": every if seconds(every) < 10 else "10s",
             "metrics_path": job.get("path") or "/metrics",
             "static_configs": [{"targets": addresses, "labels": dict(key)} for key, addresses in grouped.items()],
-        })
+        }
+        if job.get("basic_auth"):
+            scrape["basic_auth"] = dict(auth)
+        scrape_configs.append(scrape)
     config = {
         "global": {"scrape_interval": interval,
                    "evaluation_interval": settings.get("evaluation_interval") or interval,
@@ -242,7 +288,8 @@ def prometheus_config(jobs, settings):
     }
     alertmanagers = [t["address"] for j in jobs if j["name"] == "alertmanager" for t in j["targets"]]
     if alertmanagers:
-        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": alertmanagers}]}]}
+        config["alerting"] = {"alertmanagers": [{"basic_auth": dict(auth),
+                                                 "static_configs": [{"targets": alertmanagers}]}]}
     if not config["global"]["external_labels"]:
         del config["global"]["external_labels"]
     return config
@@ -334,9 +381,18 @@ def compose(settings):
     ``gpu_interval`` (the GPU scrape interval, a Prometheus duration: dcgm-exporter collects as often; or
     ``collect_interval_ms``), ``restart``.
 
-    File layout under the deployment directory: prometheus/ (prometheus.yml, rules/), alertmanager/, grafana/
-    (provisioning/, dashboards/), dcgm-counters.csv, data/<service>/ (owned by the service's user), secrets/."""
+    Prometheus and Alertmanager read their ``web.yml`` (basic auth on every path, :func:`web_config`); their health
+    checks authenticate as ``web_user`` with the password the shell reads from the service's own copy when the check
+    runs, so the password is never in the compose project.
+
+    File layout under the deployment directory: prometheus/ (prometheus.yml, web.yml, rules/, secrets/web_password),
+    alertmanager/ (alertmanager.yml, web.yml, secrets/), grafana/ (provisioning/, dashboards/), dcgm-counters.csv,
+    data/<service>/ (owned by the service's user), secrets/ (the canonical secrets, root only)."""
     errors = []
+    user = web_user(settings)
+    problem = _web_user_problem(user)
+    if problem:
+        errors.append(problem)
     services = settings.get("services") or []
     for name in services:
         if name not in SERVICES:
@@ -410,24 +466,25 @@ def compose(settings):
         # No --web.enable-lifecycle (seed 000 has it): whoever reaches :9090 could shut Prometheus down or reload
         # it (issue #23). The role reloads it with SIGHUP instead.
         command = ["--config.file=/etc/prometheus/prometheus.yml", "--storage.tsdb.path=/prometheus",
-                   "--storage.tsdb.retention.time=%s" % (settings.get("retention_time") or "30d")]
+                   "--storage.tsdb.retention.time=%s" % (settings.get("retention_time") or "30d"),
+                   "--web.config.file=%s" % WEB_FILES["prometheus"]["config"]]
         if settings.get("retention_size"):
             command.append("--storage.tsdb.retention.size=%s" % settings["retention_size"])
         out["prometheus"] = {
             "image": images["prometheus"], "restart": restart, "user": "65534:65534", "command": command,
             "volumes": ["./prometheus:/etc/prometheus:ro", "./data/prometheus:/prometheus"],
             "ports": publish("prometheus", 9090),
-            "healthcheck": {"test": ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:9090/-/ready"],
-                            "interval": "10s", "timeout": "5s", "retries": 12},
+            "healthcheck": {"test": ready_check("prometheus", user), "interval": "10s", "timeout": "5s", "retries": 12},
             "logging": logging}
     if "alertmanager" in services:
         out["alertmanager"] = {
             "image": images["alertmanager"], "restart": restart, "user": "65534:65534",
-            "command": ["--config.file=/etc/alertmanager/alertmanager.yml", "--storage.path=/alertmanager"],
+            "command": ["--config.file=/etc/alertmanager/alertmanager.yml", "--storage.path=/alertmanager",
+                        "--web.config.file=%s" % WEB_FILES["alertmanager"]["config"]],
             "volumes": ["./alertmanager:/etc/alertmanager:ro", "./data/alertmanager:/alertmanager"],
             "ports": publish("alertmanager", 9093),
-            "healthcheck": {"test": ["CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:9093/-/ready"],
-                            "interval": "10s", "timeout": "5s", "retries": 12},
+            "healthcheck": {"test": ready_check("alertmanager", user), "interval": "10s", "timeout": "5s",
+                            "retries": 12},
             "logging": logging}
     if "grafana" in services:
         out["grafana"] = {
@@ -445,13 +502,49 @@ def compose(settings):
     return {"services": out}
 
 
-def grafana_provisioning(prometheus_url):
-    """The datasource and dashboard provider files Grafana reads at start."""
+def grafana_provisioning(prometheus_url, user=None):
+    """The datasource and dashboard provider files Grafana reads at start. The datasource logs in to Prometheus as
+    ``user`` (default ``llmstack``) with the password Grafana finds in its environment
+    (:data:`GRAFANA_WEB_PASSWORD_ENV`, from secrets/grafana.env): Grafana expands ``$NAME`` in provisioning values, so
+    the password is not in the file."""
+    user = DEFAULT_WEB_USER if user is None else user
+    problem = _web_user_problem(user)
+    if problem:
+        raise MonitoringError([problem])
     return {
         "datasources": {"apiVersion": 1, "datasources": [{
             "name": "Prometheus", "uid": "llmstack-prometheus", "type": "prometheus", "access": "proxy",
-            "url": prometheus_url, "isDefault": True, "editable": False}]},
+            "url": prometheus_url, "isDefault": True, "editable": False,
+            "basicAuth": True, "basicAuthUser": user,
+            "secureJsonData": {"basicAuthPassword": "$" + GRAFANA_WEB_PASSWORD_ENV}}]},
         "dashboards": {"apiVersion": 1, "providers": [{
             "name": "pvegpu.llmstack", "folder": "LLM stack", "type": "file", "disableDeletion": True,
             "allowUiUpdates": False, "options": {"path": "/var/lib/grafana/dashboards"}}]},
     }
+
+
+def ready_check(service, user=DEFAULT_WEB_USER):
+    """The compose health check of Prometheus or Alertmanager: ``wget`` of ``/-/ready`` (busybox's in the prom/*
+    images, GNU's in the lab's) with a basic auth header the shell builds when the check runs, from the service's
+    own copy of the password. ``$$`` is compose's escape for a ``$`` the shell sees."""
+    files = WEB_FILES[service]
+    problem = _web_user_problem(user)
+    if problem:
+        raise MonitoringError([problem])
+    header = ("Authorization: Basic $$(printf '%%s:%%s' '%s' \"$$(cat %s)\" | base64 | tr -d '\\n')"
+              % (user, files["password"]))
+    return ["CMD-SHELL", "wget -q -O /dev/null --header \"%s\" http://127.0.0.1:%d/-/ready" % (header, files["port"])]
+
+
+def web_config(user, password, earlier=()):
+    """``web.yml`` of Prometheus and Alertmanager (the exporter toolkit's format) as a dict: ``basic_auth_users``
+    with ``user`` and a bcrypt hash of ``password``. ``earlier``: the hashes of the files an earlier run wrote; one
+    that still verifies the password is kept, so a rerun writes the same file (bcrypt_hash.keep_or_hash)."""
+    problem = _web_user_problem(user)
+    if problem:
+        raise MonitoringError([problem])
+    try:
+        hashed = bcrypt_hash.keep_or_hash(password, earlier)
+    except bcrypt_hash.BcryptError as exc:
+        raise MonitoringError(["monitoring web password: %s" % exc])
+    return {"basic_auth_users": {user: hashed}}

@@ -17,6 +17,11 @@ description:
     inference) address, with C(host) and C(model) labels; GPU jobs at their own interval.
   - Renders C(prometheus.yml), C(alertmanager.yml) (secrets referred to by file), Grafana's provisioning and the
     compose project of this host (exporters on GPU VMs, the whole stack on observability hosts), images pinned.
+  - Prometheus and Alertmanager ask for HTTP basic auth on every path (C(--web.config.file)); the scrapes of
+    Prometheus and Alertmanager, the alerts sent to Alertmanager, the compose health checks and Grafana's datasource
+    authenticate as C(web_user) of O(settings) with a password read from a file or from Grafana's environment, never
+    written into what this module renders. The web.yml itself comes from the
+    P(pvegpu.llmstack.monitoring_web_config#filter) filter.
   - Bad input fails with one message per problem, each naming the host and variable. Changes nothing.
 author:
   - pvegpu.llmstack contributors (@pvegpu)
@@ -40,13 +45,14 @@ options:
     description:
       - "C(vlan), C(vllm_vlan), C(groups), C(node_groups), C(gpu_interval), C(interval), C(evaluation_interval),
         ports (C(dcgm_port), C(node_port), C(prometheus_port), C(alertmanager_port), C(grafana_port)),
-        C(rule_files), C(external_labels), C(alertmanager) (see the role)."
+        C(rule_files), C(external_labels), C(alertmanager) (see the role), C(web_user) (the basic auth user of
+        Prometheus and Alertmanager, default C(llmstack))."
     type: dict
     required: true
   compose:
     description: "C(services), C(address), C(images), C(ports), C(retention_time), C(retention_size),
       C(gpu_interval) (the GPU scrape interval; dcgm-exporter collects as often) or C(collect_interval_ms),
-      C(restart)."
+      C(restart), C(web_user) (default C(llmstack))."
     type: dict
     required: true
 """
@@ -108,7 +114,7 @@ def build(params):
         raise monitoring.MonitoringError(errors)
     result["prometheus"] = monitoring.prometheus_config(result["jobs"], params["settings"])
     # Grafana reaches Prometheus inside the compose project.
-    result["grafana"] = monitoring.grafana_provisioning("http://prometheus:9090")
+    result["grafana"] = monitoring.grafana_provisioning("http://prometheus:9090", params["settings"].get("web_user"))
     return result
 
 

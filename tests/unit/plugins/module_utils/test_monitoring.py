@@ -215,3 +215,160 @@ def test_a_port_given_as_digits_is_used_as_that_port():
     # A gateway that serves no metrics to the monitoring hosts is not scraped (nothing would answer there).
     del hosts["gw"]["litellm_metrics_address"]
     assert "litellm" not in by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
+
+
+# Issue #31 item 6: Prometheus and Alertmanager ask for HTTP basic auth; whatever talks to them authenticates, with the
+# password read from a file (or Grafana's environment), never written into what is rendered.
+WEB_PASSWORD = "kR7wQ2zX9mN4vB8cT1yL6pF3hJ5dS0gA"
+
+
+def rendered_text(*parts):
+    import json
+    return json.dumps(parts, sort_keys=True)
+
+
+def test_prometheus_scrapes_itself_and_alertmanager_and_sends_alerts_with_the_web_user_and_its_password_file():
+    jobs = monitoring.jobs_from_inventory(*inventory(), {})
+    config = monitoring.prometheus_config(jobs, {})
+    auth = {"username": "llmstack", "password_file": "/etc/prometheus/secrets/web_password"}
+    scrape = {c["job_name"]: c for c in config["scrape_configs"]}
+    assert scrape["prometheus"]["basic_auth"] == auth and scrape["alertmanager"]["basic_auth"] == auth
+    assert [name for name, c in scrape.items() if "basic_auth" in c] == ["prometheus", "alertmanager"]
+    assert config["alerting"]["alertmanagers"] == [{"basic_auth": auth,
+                                                    "static_configs": [{"targets": ["[fd00:10::14]:9093"]}]}]
+    other = monitoring.prometheus_config(monitoring.jobs_from_inventory(*inventory(), {"web_user": "ops"}),
+                                         {"web_user": "ops"})
+    assert other["alerting"]["alertmanagers"][0]["basic_auth"]["username"] == "ops"
+    assert WEB_PASSWORD not in rendered_text(config, other)
+
+
+def test_promtool_accepts_the_authenticated_prometheus_config(tmp_path):
+    import shutil
+    import subprocess
+
+    import yaml
+    if shutil.which("promtool") is None:
+        pytest.fail("promtool is not installed: run make setup")
+    config = monitoring.prometheus_config(monitoring.jobs_from_inventory(*inventory(), {}), {})
+    password_file = tmp_path / "web_password"
+    password_file.write_text(WEB_PASSWORD + "\n")
+    for scrape in config["scrape_configs"] + config["alerting"]["alertmanagers"]:
+        if "basic_auth" in scrape:
+            scrape["basic_auth"]["password_file"] = str(password_file)
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+    result = subprocess.run(["promtool", "check", "config", str(tmp_path / "prometheus.yml")], capture_output=True,
+                            text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_compose_serves_prometheus_and_alertmanager_with_their_web_config_and_no_password():
+    project = monitoring.compose({"services": ["prometheus", "alertmanager", "grafana"], "address": "10.0.10.14",
+                                  "images": {"prometheus": "docker.io/prom/prometheus:v2.55.1",
+                                             "alertmanager": "docker.io/prom/alertmanager:v0.28.1",
+                                             "grafana": "docker.io/grafana/grafana:11.6.0"}})["services"]
+    assert "--web.config.file=/etc/prometheus/web.yml" in project["prometheus"]["command"]
+    assert "--web.config.file=/etc/alertmanager/web.yml" in project["alertmanager"]["command"]
+    for name, password_file, port in (("prometheus", "/etc/prometheus/secrets/web_password", 9090),
+                                      ("alertmanager", "/etc/alertmanager/secrets/web_password", 9093)):
+        test = project[name]["healthcheck"]["test"]
+        assert test[0] == "CMD-SHELL" and len(test) == 2
+        assert "$$(cat %s)" % password_file in test[1] and "http://127.0.0.1:%d/-/ready" % port in test[1]
+        assert "'llmstack'" in test[1]
+    assert WEB_PASSWORD not in rendered_text(project)
+
+
+class AuthServer:
+    """Answers /-/ready with 200 only for the basic auth header of llmstack:WEB_PASSWORD, else 401 (what the
+    exporter toolkit does): the health check's shell must build that header from the password file."""
+
+    def __init__(self):
+        import base64
+        import http.server
+        import threading
+
+        expected = "Basic " + base64.b64encode(("llmstack:" + WEB_PASSWORD).encode()).decode()
+        self.seen = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):  # noqa: N802
+                server.seen.append(self.headers.get("Authorization"))
+                ok = self.headers.get("Authorization") == expected and self.path == "/-/ready"
+                self.send_response(200 if ok else 401)
+                if not ok:
+                    self.send_header("WWW-Authenticate", 'Basic realm="test"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("stored, healthy", [(WEB_PASSWORD + "\n", True), (WEB_PASSWORD, True), ("wrong\n", False)])
+def test_the_health_check_authenticates_with_the_password_file_it_reads(tmp_path, stored, healthy):
+    """The rendered CMD-SHELL run by sh, as compose hands it over ($$ -> $), with GNU wget (the lab's images; the
+    prom/* images have busybox's, which takes the same options)."""
+    import shutil
+    import subprocess
+    if shutil.which("wget") is None:
+        pytest.fail("wget is not installed: run make setup")
+    server = AuthServer()
+    try:
+        password_file = tmp_path / "web_password"
+        password_file.write_text(stored)
+        command = monitoring.ready_check("prometheus")[1].replace("$$", "$")
+        command = command.replace("/etc/prometheus/secrets/web_password", str(password_file))
+        command = command.replace("127.0.0.1:9090", "127.0.0.1:%d" % server.port)
+        result = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False, timeout=30)
+        assert (result.returncode == 0) is healthy, (result.stdout, result.stderr, server.seen)
+        assert server.seen and all(s and s.startswith("Basic ") for s in server.seen if s)
+    finally:
+        server.close()
+
+
+def test_grafana_logs_in_to_prometheus_with_the_password_from_its_environment():
+    provisioning = monitoring.grafana_provisioning("http://prometheus:9090")
+    source = provisioning["datasources"]["datasources"][0]
+    assert source["basicAuth"] is True and source["basicAuthUser"] == "llmstack"
+    assert source["secureJsonData"] == {"basicAuthPassword": "$LLMSTACK_WEB_PASSWORD"}
+    assert monitoring.GRAFANA_WEB_PASSWORD_ENV == "LLMSTACK_WEB_PASSWORD"
+    assert monitoring.grafana_provisioning("http://p:9090", "ops")["datasources"]["datasources"][0][
+        "basicAuthUser"] == "ops"
+    assert WEB_PASSWORD not in rendered_text(provisioning)
+
+
+def test_web_config_holds_a_bcrypt_hash_that_verifies_and_stays_the_same_on_a_rerun():
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import bcrypt_hash
+    first = monitoring.web_config("llmstack", WEB_PASSWORD)
+    assert list(first) == ["basic_auth_users"] and list(first["basic_auth_users"]) == ["llmstack"]
+    hashed = first["basic_auth_users"]["llmstack"]
+    assert hashed.startswith("$2b$") and bcrypt_hash.verifies(WEB_PASSWORD, hashed)
+    assert WEB_PASSWORD not in rendered_text(first)
+    # The same input (with what the earlier run wrote) gives the same file; a new password a new hash.
+    assert monitoring.web_config("llmstack", WEB_PASSWORD, [hashed]) == first
+    again = monitoring.web_config("llmstack", "0therPassw0rd0therPassw0rd", [hashed])["basic_auth_users"]["llmstack"]
+    assert again != hashed and bcrypt_hash.verifies("0therPassw0rd0therPassw0rd", again)
+
+
+@pytest.mark.parametrize("user", ["", "ll:mstack", "a b", "x'y", "$(id)", "-dash", "u" * 65, 7])
+def test_a_web_user_basic_auth_or_the_shell_would_misread_is_refused(user):
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_web_user"):
+        monitoring.web_config(user, WEB_PASSWORD)
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_web_user"):
+        monitoring.jobs_from_inventory(*inventory(), {"web_user": user})
+    with pytest.raises(monitoring.MonitoringError, match="monitoring_web_user"):
+        monitoring.compose({"services": ["prometheus"], "address": "10.0.10.14", "web_user": user,
+                            "images": {"prometheus": "docker.io/prom/prometheus:v2.55.1"}})
+
+
+def test_a_web_password_bcrypt_cannot_hash_is_named():
+    with pytest.raises(monitoring.MonitoringError, match="monitoring web password: .*longer than 72 bytes"):
+        monitoring.web_config("llmstack", "x" * 80)
