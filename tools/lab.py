@@ -18,7 +18,10 @@ the lab's service images (tools/build-lab-images.sh) its inventory variables nam
 loaded into its Docker, so the roles' compose projects start there as on a real host. Every host is attached, with
 the addresses of its llmstack_interfaces, to one internal podman network per VLAN of llmstack_vlans
 (llmstack-lab-<vlan>: the VLAN's subnet, no route out), besides podman's default network for the Debian mirror:
-the services reach each other on the inventory's addresses, which in the lab belong to these containers only. A
+the services reach each other on the inventory's addresses, which in the lab belong to these containers only. This
+machine holds each VLAN's gateway address (the bridge's) and forwards between them; every host gets a route to the
+VLANs it has no address on through its own VLAN's gateway (`vlan_routes`), as behind a site's router, so that what
+keeps a host from another VLAN's service is network_policy's table (loaded in every host), not a missing route. A
 host with
 `llmstack_lab_sysfs_fixture: NAME` gets the sysfs tree built from tests/fixtures/sysfs/NAME mounted
 read-only at its `llmstack_sysfs_root`, and `llmstack_lab_files: {PATH_IN_CONTAINER: REPO_PATH}` mounts
@@ -92,6 +95,7 @@ def vm_hosts(hostvars, groups):
                 "image": HOST_IMAGE if hv.get("llmstack_lab_docker") else IMAGE,
                 "command": [] if hv.get("llmstack_lab_docker") else ["sleep", "infinity"],
                 "run_args": run_args(host, hv), "images": service_images(hv),
+                "routes": vlan_routes(hv, hv.get("llmstack_vlans") or {}), "bridges": bridges(hostvars),
                 "load_command": [sys.executable, os.path.abspath(__file__), "load-images"]}
     return hosts
 
@@ -122,7 +126,8 @@ def service_images(hv):
 
 
 def run_args(host, hv):
-    """podman run arguments of a host: its VLAN addresses; for a docker host, what systemd and Docker need."""
+    """podman run arguments of a host: its VLAN addresses; for a docker host, what systemd and Docker need (the
+    others get CAP_NET_ADMIN in their network namespace, for network_policy's nftables table)."""
     args = ["--network", "podman"]
     for interface in hv.get("llmstack_interfaces") or []:
         if interface.get("vlan") and interface.get("address"):
@@ -132,7 +137,55 @@ def run_args(host, hv):
         os.makedirs(data, mode=0o700, exist_ok=True)
         args += ["--privileged", "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
                  "--volume", "%s:/var/lib/docker" % data]
+    else:
+        # network_policy loads its nftables table in the host's own network namespace, as on a real host.
+        args += ["--cap-add", "NET_ADMIN"]
     return args
+
+
+def vlan_routes(hv, vlans):
+    """[(cidr, gateway)]: a route to each VLAN of llmstack_vlans the host has no address on, through the gateway of
+    the first VLAN it has one on, as a site's router connects its VLANs. In the lab this machine holds every VLAN's
+    gateway address (the bridges' .1) and forwards between them, so that what keeps a host from another VLAN's
+    services is the policy, not a missing route."""
+    mine = [i.get("vlan") for i in hv.get("llmstack_interfaces") or [] if i.get("vlan") in vlans and i.get("address")]
+    if not mine or not vlans[mine[0]].get("gateway"):
+        return []
+    return [(vlans[name]["cidr"], vlans[mine[0]]["gateway"]) for name in sorted(vlans)
+            if name not in mine and vlans[name].get("cidr")]
+
+
+def bridges(hostvars):
+    """This machine's bridge interfaces of the lab's VLAN networks (podmanN)."""
+    found = []
+    for name in sorted(networks(hostvars)):
+        result = run(["podman", "network", "inspect", "--format", "{{.NetworkInterface}}", name], check=False,
+                     capture=True)
+        if result.returncode == 0 and re.match(r"^[A-Za-z0-9_.-]+$", result.stdout.strip()):
+            found.append(result.stdout.strip())
+    return found
+
+
+def forward_between(interfaces):
+    """Let this machine route between the lab's VLAN bridges: netavark turns forwarding off on an internal network's
+    bridge each time a container joins it, so this runs after every container start (here and in lab_fakepve)."""
+    for interface in interfaces:
+        path = "/proc/sys/net/ipv4/conf/%s/forwarding" % interface
+        if os.path.exists(path):  # netavark makes a bridge when the first container joins its network
+            with open(path, "w") as handle:
+                handle.write("1\n")
+
+
+def add_routes(name, hv, interfaces):
+    """Put the host's routes to the other VLANs into container ``name``'s network namespace (from this machine:
+    the lab's images have no iproute2), and let this machine forward between the VLANs."""
+    forward_between(interfaces)
+    routes = vlan_routes(hv, hv.get("llmstack_vlans") or {})
+    if not routes:
+        return
+    pid = run(["podman", "inspect", "--format", "{{.State.Pid}}", name], capture=True).stdout.strip()
+    for cidr, gateway in routes:
+        run(["nsenter", "-t", pid, "-n", "ip", "route", "replace", cidr, "via", gateway], capture=True)
 
 
 def load_images(name, images, timeout=120):
@@ -199,10 +252,51 @@ def ensure_ssh_key():
     return path
 
 
-def fakepve_settings(hostvars, groups):
+FAKEPVE_PORT = 18006
+FORWARDER = "/opt/llmstack-lab/forward.py"
+
+
+def api_front(hostvars, groups):
+    """(PVE host, its address, its VLAN's gateway) when the GPU VMs' gpu_vm_api_host is a PVE host's address: the
+    API is reached there (tools/lab_forward.py in its container) and fakepve listens on that VLAN's gateway, this
+    machine's address on the bridge. None when gpu_vm_api_host is this machine's loopback."""
     vms = groups.get("gpu_vms", [])
-    port = int(hostvars.get(vms[0], {}).get("gpu_vm_api_port", 18006)) if vms else 18006
+    api_host = hostvars.get(vms[0], {}).get("gpu_vm_api_host") if vms else None
+    for host in groups.get("pve_hosts", []):
+        hv = hostvars.get(host, {})
+        for interface in hv.get("llmstack_interfaces") or []:
+            vlan = (hv.get("llmstack_vlans") or {}).get(interface.get("vlan")) or {}
+            if interface.get("address") == api_host and vlan.get("gateway"):
+                return host, api_host, vlan["gateway"]
+    return None
+
+
+def fakepve_settings(hostvars, groups):
+    """(address, port, nodes) fakepve listens on."""
+    front = api_front(hostvars, groups)
+    if front:
+        return front[2], FAKEPVE_PORT, sorted(groups.get("pve_hosts", []))
+    vms = groups.get("gpu_vms", [])
+    port = int(hostvars.get(vms[0], {}).get("gpu_vm_api_port", FAKEPVE_PORT)) if vms else FAKEPVE_PORT
     return "127.0.0.1", port, sorted(groups.get("pve_hosts", []))
+
+
+def start_api_front(hostvars, groups):
+    """Start the PVE API's forwarder in its PVE host's container (unless it answers already)."""
+    front = api_front(hostvars, groups)
+    if not front:
+        return
+    host, address, backend = front
+    port = int(hostvars[host].get("llmstack_lab_pve_api_port", 8006))
+    if tls_ready(address, port, 1):
+        return
+    name = hostvars[host].get("ansible_host", host)
+    run(["podman", "exec", "-d", name, "python3", FORWARDER, address, str(port), backend, str(FAKEPVE_PORT)],
+        capture=True)
+    if not tls_ready(address, port, 20):
+        sys.exit("lab: the PVE API does not answer at %s:%d (the forwarder in %s to fakepve on %s:%d)"
+                 % (address, port, name, backend, FAKEPVE_PORT))
+    say("PVE API at https://%s:%d (%s's address; forwarded to fakepve)" % (address, port, host))
 
 
 def pid_alive(pidfile):
@@ -255,7 +349,7 @@ def start_fakepve(hostvars, groups):
 
 
 def mounts(host, hostvars):
-    """podman --volume arguments for the host's recorded sysfs tree and files."""
+    """podman --volume arguments for the host's recorded sysfs tree and files (and the PVE API's forwarder)."""
     sys.path.insert(0, os.path.join(ROOT, "tools"))
     import sysfs_fixture
 
@@ -267,6 +361,9 @@ def mounts(host, hostvars):
             sys.exit("lab: %s: llmstack_lab_sysfs_fixture %r: no fixture %s" % (host, fixture, source))
         tree = sysfs_fixture.build_fixture(source, os.path.join(STATE, "sysfs", host))
         args += ["--volume", "%s:%s:ro" % (tree, hostvars.get("llmstack_sysfs_root", "/opt/llmstack/sysfs"))]
+    if not hostvars.get("llmstack_lab_docker"):
+        # The PVE API's forwarder (start_api_front), for the PVE host whose address gpu_vm_api_host names.
+        args += ["--volume", "%s:%s:ro" % (os.path.join(ROOT, "tools", "lab_forward.py"), FORWARDER)]
     for dest, source in sorted((hostvars.get("llmstack_lab_files") or {}).items()):
         path = os.path.join(ROOT, source)
         if not os.path.isfile(path):
@@ -284,6 +381,7 @@ def start_containers(hostvars, groups):
         run([os.path.join(ROOT, "tools", "build-image.sh"), "--systemd"])
         run([os.path.join(ROOT, "tools", "build-lab-images.sh")])
     ensure_networks(hostvars)
+    interfaces = bridges(hostvars)
     loads = []
     for host, name in containers(hostvars, groups).items():
         hv = hostvars[host]
@@ -296,6 +394,7 @@ def start_containers(hostvars, groups):
         elif state != "running":
             run(["podman", "start", name], capture=True)
             say("started %s (%s)" % (name, host))
+        add_routes(name, hv, interfaces)
         if hv.get("llmstack_lab_docker") and service_images(hv):
             loads.append((name, service_images(hv)))
     for name, images in loads:
@@ -309,6 +408,7 @@ def up(_args):
     hostvars, groups = inventory()
     start_containers(hostvars, groups)
     start_fakepve(hostvars, groups)
+    start_api_front(hostvars, groups)
 
 
 def down(_args):
@@ -367,15 +467,21 @@ def try_it(hostvars, groups):
                   % (os.path.relpath(ca, ROOT), address(hostvars[gateway], "apps"), name))
     if observability:
         mgmt = address(hostvars[observability[0]], "mgmt")
-        print("  Prometheus: http://%s:9090/targets (every scrape target), http://%s:9090/alerts" % (mgmt, mgmt))
+        name = hostvars[observability[0]].get("ansible_host", observability[0])
+        print("  Prometheus: http://%s:9090/targets (every scrape target), http://%s:9090/alerts; Alertmanager: "
+              "http://%s:9093 - user %s, password: podman exec %s cat /opt/monitoring/secrets/web_password"
+              % (mgmt, mgmt, mgmt, hostvars[observability[0]].get("monitoring_web_user", "llmstack"), name))
 
 
 def summary(args):
     hostvars, groups = inventory()
     host, port, nodes = fakepve_settings(hostvars, groups)
+    front = api_front(hostvars, groups)
     print("\nThe lab (inventories/lab)")
-    print("  PVE API   https://%s:%d  fakepve, user root@pam, password in %s (0600), nodes %s, %s"
-          % (host, port, os.path.relpath(os.path.join(STATE, "pve_api_password"), ROOT), ", ".join(nodes),
+    print("  PVE API   https://%s:%d  fakepve%s, user root@pam, password in %s (0600), nodes %s, %s"
+          % (front[1] if front else host, int(hostvars[front[0]].get("llmstack_lab_pve_api_port", 8006))
+             if front else port, " through %s's address and table (fakepve on %s:%d)" % (front[0], host, port)
+             if front else "", os.path.relpath(os.path.join(STATE, "pve_api_password"), ROOT), ", ".join(nodes),
              "running" if pid_alive(os.path.join(STATE, "fakepve.pid")) else "NOT running"))
     for group in sorted(groups):
         if group in ("all", "ungrouped"):
@@ -402,9 +508,11 @@ def summary(args):
     if args.skipped:
         print("  Not run in the lab (vfio needs a boot loader; nvidia needs a GPU and NVIDIA's repository - molecule "
               "nvidia runs it; burnin is not implemented yet and fails clearly if run): %s" % args.skipped)
-        print("  network_policy ran with PVE's firewall only (the GPU VMs' IP sets, security groups and rules in "
-              "the lab PVE): the lab's containers may not load nftables rules - its tests load them in a "
-              "privileged container and between network namespaces")
+    admins = sorted({a for hv in hostvars.values() for a in hv.get("network_policy_admin_addresses") or []})
+    clients = sorted({a for hv in hostvars.values() for a in hv.get("tls_proxy_client_sources") or []})
+    print("  network_policy: every host's nftables table is loaded (`nft list table inet llmstack` in its container), "
+          "the GPU VMs' policy is also in the lab PVE's firewall; this machine reaches the lab as its admin host "
+          "(%s) and a client of the gateway (%s)" % (", ".join(admins) or "-", ", ".join(clients) or "-"))
     print("  Remove it all: make lab-down\n")
 
 

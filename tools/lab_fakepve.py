@@ -1,11 +1,12 @@
 # Copyright: (c) 2026, pvegpu.llmstack contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Serve the lab's stand-in PVE API: fakepve (PVE's own schema) on loopback, one node per PVE host.
+"""Serve the lab's stand-in PVE API: fakepve (PVE's own schema), one node per PVE host.
 
     python tools/lab_fakepve.py --port 18006 --password-file .cache/lab/pve_api_password --nodes lab-pve-a,lab-pve-b
 
 fakepve's own CLI always has a node 'pve1'; the lab's nodes carry the inventory names of the PVE hosts.
-Binds only to a loopback address (refuses any other).
+Binds only to a loopback address or this machine's address on a podman bridge (the lab's internal VLAN networks;
+tools/lab.py puts it on the management bridge, reached through lab-pve-a's forwarder); refuses any other.
 
 fakepve answers the PCI resource mappings (/cluster/mapping/pci) from the schema with placeholders and
 stores none, it does not implement disk resize, and it stores a drive's ``import-from`` as given instead of
@@ -17,7 +18,8 @@ a config update allocating a volume of the source's size, the drive's old volume
 files of ``import_dir`` (``--import-dir``), as /var/lib/vz/import is on a node. The lab and the integration
 tests use it; it is a test double for those areas only, everything else is fakepve's.
 
-With ``--vm-hosts FILE`` ({vmid: {container, hostname, image, label, command, run_args, images, load_command}},
+With ``--vm-hosts FILE`` ({vmid: {container, hostname, image, label, command, run_args, routes, bridges,
+images, load_command}},
 written by tools/lab.py) a VM's guest is a podman container (its service images loaded into its Docker in the
 background once it runs): starting the VM (or rebooting it) starts the container inside the start task, so the task
 fails as a real start does when the guest cannot come up; stopping or shutting the VM down stops it (its disk, the
@@ -32,14 +34,23 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
 
 def _loopback(text):
-    if text != "localhost" and not ipaddress.ip_address(text).is_loopback:
-        raise argparse.ArgumentTypeError("%s is not a loopback address" % text)
-    return text
+    """A loopback address, or this machine's address on one of podman's bridges (podmanN: the lab's VLAN networks,
+    internal, which route nowhere else): nothing outside this machine and its containers can reach either."""
+    if text == "localhost" or ipaddress.ip_address(text).is_loopback:
+        return text
+    listed = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=False).stdout
+    for line in listed.splitlines():
+        fields = line.split()
+        if len(fields) > 3 and fields[3].split("/")[0] == text and re.match(r"^podman[0-9]+$", fields[1]):
+            return text
+    raise argparse.ArgumentTypeError("%s is neither a loopback address nor this machine's address on a podman "
+                                     "bridge" % text)
 
 
 # The PVE tasks that change a VM's power state, and what its guest container does after each.
@@ -52,6 +63,31 @@ async def _podman(*args):
                                                 stderr=asyncio.subprocess.STDOUT)
     out, dummy = await proc.communicate()
     return proc.returncode, out.decode(errors="replace").strip()
+
+
+async def _add_routes(host):
+    """The guest's routes to the VLANs it has no address on (tools/lab.py vlan_routes), set in its network namespace
+    once it runs, and this machine's forwarding between the VLAN bridges on again. Returns (returncode, output) of
+    the first that failed, else (0, "")."""
+    for interface in host.get("bridges") or []:
+        # netavark turned forwarding off on the VLAN bridges the guest joined (tools/lab.py forward_between).
+        path = "/proc/sys/net/ipv4/conf/%s/forwarding" % interface
+        if os.path.exists(path):
+            with open(path, "w") as handle:
+                handle.write("1\n")
+    if not host.get("routes"):
+        return 0, ""
+    rc, pid = await _podman("inspect", "--format", "{{.State.Pid}}", host["container"])
+    if rc != 0:
+        return rc, pid
+    for cidr, gateway in host["routes"]:
+        proc = await asyncio.create_subprocess_exec("nsenter", "-t", pid, "-n", "ip", "route", "replace", cidr, "via",
+                                                    gateway, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.STDOUT)
+        out, dummy = await proc.communicate()
+        if proc.returncode != 0:
+            return proc.returncode, out.decode(errors="replace").strip()
+    return 0, ""
 
 
 def _load_images(host):
@@ -79,10 +115,12 @@ async def sync_guest(host, running, remove=False):
                                 host.get("label", "io.llmstack.lab=1"), *host.get("run_args", []), host["image"],
                                 *host.get("command", ["sleep", "infinity"]))
         if rc == 0:
+            rc, out = await _add_routes(host)
             _load_images(host)
     elif running and state != "running":
         rc, out = await _podman("start", name)
         if rc == 0:
+            rc, out = await _add_routes(host)
             _load_images(host)
     elif not running and exists and state == "running":
         rc, out = await _podman("stop", "-t", "0", name)

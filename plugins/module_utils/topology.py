@@ -42,7 +42,7 @@ ROLE_SETTINGS = {
     "vllm": ("vllm_bind_address", "vllm_api_key_enabled", "vllm_dir"),
     "litellm": ("litellm_bind_address", "litellm_port", "litellm_dir", "litellm_database", "litellm_shared_vlan"),
     "tls_proxy": ("tls_proxy_listen_addresses", "tls_proxy_port", "tls_proxy_metrics_listen_address",
-                  "tls_proxy_metrics_port"),
+                  "tls_proxy_metrics_port", "tls_proxy_client_sources"),
     "langfuse": ("langfuse_bind_address", "langfuse_port", "langfuse_s3_port", "langfuse_dir"),
     "monitoring": ("monitoring_dir", "monitoring_bind_address", "monitoring_prometheus_port",
                    "monitoring_alertmanager_port", "monitoring_grafana_port", "monitoring_node_exporter_port",
@@ -311,9 +311,16 @@ def endpoints(groups, hosts, settings, vlans):
         add("litellm", "litellm", host, "litellm_bind_address", mine.get("litellm_bind_address"),
             "litellm_port", mine.get("litellm_port"), [host])
         listen = mine.get("tls_proxy_listen_addresses") or []
+        # Who uses the gateway: the llm_clients hosts, and the networks of people's machines (tls_proxy_client_sources).
+        clients = mine.get("tls_proxy_client_sources") or []
+        if not isinstance(clients, list) or not all(_network_text(c) for c in clients):
+            problems.append("host %s: tls_proxy_client_sources: must be a list of addresses or CIDRs, not %r"
+                            % (host, clients))
+            clients = []
         for index, address in enumerate([listen] if isinstance(listen, str) else listen):
             add("tls_proxy", "https", host, "tls_proxy_listen_addresses[%d]" % index, address,
-                "tls_proxy_port", mine.get("tls_proxy_port"), _members(groups, "llm_clients"), scheme="https")
+                "tls_proxy_port", mine.get("tls_proxy_port"), _members(groups, "llm_clients"), scheme="https",
+                extra_sources=[str(c) for c in clients])
         # LiteLLM's /metrics/ for Prometheus: the proxy's plain-HTTP listener that serves nothing else, open to the
         # observability hosts only (LiteLLM itself stays on loopback: its admin API never leaves the host).
         add("tls_proxy", "litellm-metrics", host, "tls_proxy_metrics_listen_address",

@@ -1,16 +1,18 @@
 """`make lab` end to end, as a user runs it on a new site: the lab comes up empty (podman containers for the PVE
-hosts and the hosts this collection does not create, fakepve on 127.0.0.1, no VM and no GPU VM host), `site.yml
---check --diff` predicts the VMs, images and starts without failing on what does not exist yet and changes
-nothing, site.yml converges (VMs created, images imported, VMs started and reached), a second run changes nothing,
-every host holds its network fact, the fakepve PVE API answers through proxmoxer with the lab's nodes, and `lab
-down` removes it all. fakepve stands in for a PVE server (PVE's own API schema); the containers stand in for the
-hosts, a GPU VM's container being started and stopped by the lab's PVE double with the VM (tools/lab_fakepve.py)."""
+hosts and the hosts this collection does not create, fakepve reached at lab-pve-a's address through its packet
+filter, no VM and no GPU VM host), `site.yml --check --diff` predicts the VMs, images and starts without failing on
+what does not exist yet and changes nothing, site.yml converges (VMs created, images imported, VMs started and
+reached, every host's network_policy table loaded), a second run changes nothing, every host holds its network
+fact, the fakepve PVE API answers through proxmoxer with the lab's nodes, and `lab down` removes it all. fakepve
+stands in for a PVE server (PVE's own API schema); the containers stand in for the hosts, a GPU VM's container being
+started and stopped by the lab's PVE double with the VM (tools/lab_fakepve.py)."""
 
 import json
 import os
 import re
 import subprocess
 import sys
+import urllib.request
 
 import pytest
 from conftest import ROOT, ansible_env, parse_json_report, playbook, tasks_run
@@ -232,6 +234,22 @@ def test_prometheus_on_lab_obs_scrapes_every_gpu_vm_from_the_inventory(running_l
 
 GATEWAY = "172.30.30.12"  # lab-gateway's apps-VLAN address: the TLS proxy (an address of our podman network)
 PROMETHEUS = "http://172.30.10.14:9090"  # lab-obs's management address
+ALERTMANAGER = "http://172.30.10.14:9093"
+
+
+def monitoring_login():
+    """The Authorization header Prometheus and Alertmanager ask for (issue #31: user llmstack, the password the
+    monitoring role generated on lab-obs, 0600)."""
+    import base64
+
+    password = podman("exec", "llmstack-lab-obs", "cat", "/opt/monitoring/secrets/web_password").stdout.strip()
+    assert len(password) >= 32
+    return {"Authorization": "Basic " + base64.b64encode(("llmstack:" + password).encode()).decode()}
+
+
+def monitoring_get(url):
+    with urllib.request.urlopen(urllib.request.Request(url, headers=monitoring_login()), timeout=10) as response:
+        return json.load(response)
 
 
 def gateway_client(tmp_path_factory):
@@ -280,10 +298,7 @@ def content_of(events):
 
 
 def prometheus(path):
-    import urllib.request
-
-    with urllib.request.urlopen(PROMETHEUS + path, timeout=10) as response:
-        return json.load(response)["data"]
+    return monitoring_get(PROMETHEUS + path)["data"]
 
 
 def wait_for(probe, timeout, what):
@@ -336,15 +351,19 @@ def test_prometheus_scrapes_every_target_the_monitoring_role_configured(running_
 
 
 def test_prometheus_has_no_lifecycle_api_and_reloads_on_the_signal_its_handler_sends(running_lab):
-    """Nobody who reaches :9090 can reload or shut Prometheus down (issue #23: its lifecycle API is off); the
-    monitoring role's handler reloads it with SIGHUP instead, and Prometheus does reload."""
+    """Nobody who reaches :9090 can reload or shut Prometheus down (issue #23: its lifecycle API is off, even for
+    the logged-in user), nor read it or Alertmanager without logging in (issue #31); the monitoring role's handler
+    reloads it with SIGHUP instead, and Prometheus does reload."""
     import urllib.error
-    import urllib.request
 
-    for path in ("/-/reload", "/-/quit"):
+    for url, method, headers, code in (
+            (PROMETHEUS + "/-/reload", "POST", monitoring_login(), 403),
+            (PROMETHEUS + "/-/quit", "POST", monitoring_login(), 403),
+            (PROMETHEUS + "/api/v1/query?query=up", "GET", {}, 401),
+            (ALERTMANAGER + "/api/v2/silences", "GET", {}, 401)):
         with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(urllib.request.Request(PROMETHEUS + path, method="POST"), timeout=10)
-        assert info.value.code == 403, path
+            urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=10)
+        assert info.value.code == code, (url, info.value.code)
     before = prometheus("/api/v1/status/runtimeinfo")["lastConfigTime"]
     sent = podman("exec", "-w", "/opt/monitoring", "llmstack-lab-obs", "docker", "compose", "kill", "--signal",
                   "SIGHUP", "prometheus")
@@ -376,8 +395,179 @@ def test_one_model_server_down_the_gateway_answers_from_the_other_and_vllm_down_
 
         alerts = wait_for(firing, 150, "VllmDown firing")
         assert [(a["labels"]["host"], a["labels"]["model"]) for a in alerts] == [("lab-gpu-b", "fast")], alerts
+
+        # Delivered through the policy (issue #31): Prometheus, in a container on lab-obs, sends to Alertmanager at
+        # lab-obs's own management address; Alertmanager's API lists the alert and Prometheus counts no error.
+        def delivered():
+            return monitoring_get(ALERTMANAGER + "/api/v2/alerts?filter=alertname%3D%22VllmDown%22") or None
+
+        listed = wait_for(delivered, 90, "VllmDown listed by Alertmanager's API")
+        assert [(a["labels"]["host"], a["labels"]["model"]) for a in listed] == [("lab-gpu-b", "fast")], listed
+        errors = prometheus("/api/v1/query?query=sum(prometheus_notifications_errors_total)")["result"]
+        sent = prometheus("/api/v1/query?query=sum(prometheus_notifications_sent_total)")["result"]
+        assert float(errors[0]["value"][1]) == 0 and float(sent[0]["value"][1]) > 0, (errors, sent)
     finally:
         podman("exec", "llmstack-lab-gpu-b", "systemctl", "start", "vllm-fast.service")
+
+
+# ---------------------------------------------------------------- the policy, loaded in every lab host (issue #31)
+
+PROBE = """
+import socket, sys
+kind = socket.SOCK_DGRAM if sys.argv[3] == "udp" else socket.SOCK_STREAM
+s = socket.socket(socket.AF_INET, kind)
+s.settimeout(3)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2])))
+    if kind == socket.SOCK_DGRAM:
+        s.send(b"probe")
+        s.recv(64)
+    print("open")
+except socket.timeout:
+    print("timeout")
+except ConnectionRefusedError:
+    print("refused")
+except OSError as error:
+    print("error %s" % error)
+"""
+
+
+def probe(source, address, port, proto="tcp"):
+    """What a new connection from lab host ``source`` (its container) to address:port finds: open (something
+    answered), refused (the destination's kernel said no one listens: the packet was let in), timeout (dropped)."""
+    result = podman("exec", "llmstack-" + source, "python3", "-c", PROBE, address, str(port), proto)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def dropped(host):
+    """Packets the host's table inet llmstack dropped so far (input and published ports)."""
+    total = 0
+    for counter in ("dropped_input", "dropped_published"):
+        listed = podman("exec", "llmstack-" + host, "nft", "--json", "list", "counter", "inet", "llmstack", counter)
+        assert listed.returncode == 0, listed.stderr
+        total += [e["counter"] for e in json.loads(listed.stdout)["nftables"] if "counter" in e][0]["packets"]
+    return total
+
+
+def lab_matrix():
+    """The lab's reachability matrix as the policy computes it: {(source, destination, service): row}, each row
+    with ``target``, the address a probe connects to (an endpoint on every address, as PVE's, is probed at the
+    destination's address on a VLAN the source shares with it, else on its first)."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import gen_network_matrix
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import network_policy
+
+    topology = gen_network_matrix.topology(LAB)
+    rows = {}
+    for row in network_policy.matrix(topology, {}):
+        target = row["address"]
+        if target in ("0.0.0.0", "::"):
+            theirs = topology["hosts"][row["destination"]]["addresses"]
+            mine = topology["hosts"][row["source"]]["addresses"]
+            shared = [vlan for vlan in theirs if vlan in mine]
+            target = theirs[shared[0]] if shared else theirs[sorted(theirs)[0]]
+        rows[(row["source"], row["destination"], row["service"])] = dict(row, target=target)
+    return rows
+
+
+# (source, destination, service, what the design says): DESIGN.md's segmentation of the seeds' VLANs and PVE's ports.
+SAMPLE = [
+    ("lab-client", "lab-gateway", "https", True),
+    ("lab-client", "lab-gpu-a", "vllm-fast", False),
+    ("lab-client", "lab-obs", "prometheus", False),
+    ("lab-gateway", "lab-gpu-a", "vllm-fast", True),
+    ("lab-gateway", "lab-obs", "alertmanager", False),
+    ("lab-gpu-b", "lab-gpu-a", "vllm-fast", False),
+    ("lab-obs", "lab-gpu-b", "node-exporter", True),
+    ("lab-pve-b", "lab-pve-a", "corosync", True),
+    ("lab-pve-a", "lab-pve-b", "pve-migration", True),
+    ("lab-gpu-a", "lab-pve-a", "pve-api", False),
+    ("lab-client", "lab-pve-b", "pve-api", False),
+]
+
+
+def test_every_lab_host_loads_the_policy_beside_docker(running_lab):
+    """nftables is on in the lab as on a site: every host holds table inet llmstack with a dropping input chain,
+    and the Docker hosts keep Docker's own tables beside it."""
+    for host in ("lab-pve-a", "lab-pve-b", "lab-client", "lab-gateway", "lab-obs", "lab-gpu-a", "lab-gpu-b"):
+        listed = podman("exec", "llmstack-" + host, "nft", "list", "chain", "inet", "llmstack", "input")
+        assert listed.returncode == 0, (host, listed.stderr)
+        assert "policy drop;" in listed.stdout, (host, listed.stdout)
+    for host in ("lab-gateway", "lab-obs", "lab-gpu-a", "lab-gpu-b"):
+        tables = podman("exec", "llmstack-" + host, "nft", "list", "tables").stdout.split("\n")
+        assert "table ip nat" in tables and "table inet llmstack" in tables, (host, tables)
+
+
+def test_a_sample_of_the_matrix_probed_from_inside_the_lab_agrees_with_it(running_lab):
+    """Real connections from the lab hosts' containers (the VLANs routed through this machine, as a site's router
+    does: a denied cell is the policy's drop, not a missing route). An allowed cell is answered (open) or refused by
+    the destination's kernel (nothing listens: the PVE services are not running in the lab); a denied cell times
+    out and the destination's table counts the drop."""
+    rows = lab_matrix()
+    found = []
+    for source, destination, service, expected in SAMPLE:
+        row = rows[(source, destination, service)]
+        assert row["allowed"] is expected, row
+        before = dropped(destination)
+        seen = probe(source, row["target"], row["port"], row["proto"])
+        if expected:
+            found.append((source, service, seen in ("open", "refused"), seen))
+        else:
+            found.append((source, service, seen == "timeout" and dropped(destination) > before, seen))
+    assert [f for f in found if not f[2]] == [], found
+
+
+def test_restarting_nftables_on_a_docker_host_keeps_its_published_ports(running_lab):
+    """Debian's nftables.service flushes the whole ruleset on restart (Docker's tables with it: published ports
+    dead); the policy's config replaces its own table only. After a restart on lab-gpu-a, the gateway still reaches
+    the model server's published port and a denied source is still dropped."""
+    rows = lab_matrix()
+    served = rows[("lab-gateway", "lab-gpu-a", "vllm-fast")]
+    restarted = podman("exec", "llmstack-lab-gpu-a", "systemctl", "restart", "nftables.service")
+    assert restarted.returncode == 0, restarted.stderr
+    tables = podman("exec", "llmstack-lab-gpu-a", "nft", "list", "tables").stdout.split("\n")
+    assert "table ip nat" in tables and "table inet llmstack" in tables, tables
+    assert probe("lab-gateway", served["target"], served["port"]) == "open"
+    assert probe("lab-gpu-b", served["target"], served["port"]) == "timeout"
+
+
+def test_the_pve_api_answers_through_lab_pve_as_table_only_while_it_opens_8006(running_lab):
+    """The lab's PVE API is behind lab-pve-a's policy as on a site (issue #31: a policy without the PVE hosts'
+    endpoints cut the API off after the network stage, and every later run died in validate). Without the pve-api
+    rule, a new connection from the controller times out; with the table as the role loaded it, the API answers."""
+    import socket
+
+    name = "llmstack-lab-pve-a"
+    saved = podman("exec", name, "nft", "list", "table", "inet", "llmstack").stdout
+    listed = podman("exec", name, "nft", "-a", "list", "chain", "inet", "llmstack", "input").stdout
+    handles = re.findall(r"tcp dport 8006 .*pve-api.*# handle (\d+)", listed)
+    assert len(handles) == 1, listed
+
+    def connects():
+        try:
+            socket.create_connection(PVE_API, timeout=3).close()
+            return True
+        except OSError:
+            return False
+
+    assert connects()
+    try:
+        assert podman("exec", name, "nft", "delete", "rule", "inet", "llmstack", "input", "handle",
+                      handles[0]).returncode == 0
+        assert not connects()
+    finally:
+        restore = subprocess.run(["podman", "exec", "-i", name, "nft", "-f", "-"], env=ansible_env(), text=True,
+                                 capture_output=True, input="table inet llmstack {}\ndelete table inet llmstack\n"
+                                 + saved, check=False)
+        assert restore.returncode == 0, restore.stderr
+    assert connects()
+    assert sorted(n["node"] for n in lab_api().nodes.get()) == ["lab-pve-a", "lab-pve-b"]
+
+
+# The lab's PVE API as site.yml reaches it: lab-pve-a's management address, port 8006, through lab-pve-a's table
+# (tools/lab_forward.py in its container, to fakepve on this machine's address on the management bridge).
+PVE_API = ("172.30.10.2", 8006)
 
 
 def lab_api():
@@ -385,7 +575,7 @@ def lab_api():
 
     with open(os.path.join(ROOT, ".cache", "lab", "pve_api_password")) as handle:
         password = handle.read().strip()
-    return ProxmoxAPI("127.0.0.1", port=18006, user="root@pam", password=password, verify_ssl=False)
+    return ProxmoxAPI(PVE_API[0], port=PVE_API[1], user="root@pam", password=password, verify_ssl=False)
 
 
 def split(value):
@@ -429,7 +619,7 @@ def test_the_gpu_vms_policy_is_in_the_lab_pves_firewall(running_lab):
     cluster_sets = dict((s["name"], sorted(e["cidr"] for e in api.cluster.firewall.ipset(s["name"]).get()))
                         for s in api.cluster.firewall.ipset.get())
     assert int(api.cluster.firewall.options.get()["enable"]) >= 1
-    assert "172.30.10.250" in cluster_sets["management"]
+    assert "172.30.10.1" in cluster_sets["management"]
     for node, vmid, ports in (("lab-pve-a", 120, (8001, 8002)), ("lab-pve-b", 121, (8001, 8003))):
         config = api.nodes(node).qemu(vmid).config.get()
         assert all(split(config[k])[1].get("firewall") == "1" for k in config if re.match(r"^net\d+$", k))
@@ -476,16 +666,16 @@ def test_fakepve_serves_the_lab_nodes(running_lab):
         password = handle.read().strip()
     mode = os.stat(os.path.join(ROOT, ".cache", "lab", "pve_api_password")).st_mode & 0o777
     assert mode == 0o600
-    api = ProxmoxAPI("127.0.0.1", port=18006, user="root@pam", password=password, verify_ssl=False)
+    api = ProxmoxAPI(PVE_API[0], port=PVE_API[1], user="root@pam", password=password, verify_ssl=False)
     assert sorted(n["node"] for n in api.nodes.get()) == ["lab-pve-a", "lab-pve-b"]
     with pytest.raises(AuthenticationError):
-        ProxmoxAPI("127.0.0.1", port=18006, user="root@pam", password="wrong-password", verify_ssl=False)
+        ProxmoxAPI(PVE_API[0], port=PVE_API[1], user="root@pam", password="wrong-password", verify_ssl=False)
 
 
 def test_summary_says_what_was_not_run_and_its_curl_streams_an_answer(running_lab):
     """The summary names what is not started, and its "Try it" curl, run as printed, streams an answer."""
     out = lab("summary", "--skipped", skip_tags())
-    assert "https://127.0.0.1:18006" in out and "running" in out
+    assert "https://172.30.10.2:8006" in out and "running" in out
     assert "lab-gpu-a    container llmstack-lab-gpu-a     running (the VM's host: started with the VM" in out
     assert "Not run in the lab (vfio needs a boot loader" in out
     assert "not started (no package or image here): langfuse (lab-obs), monitoring/grafana (lab-obs)" in out

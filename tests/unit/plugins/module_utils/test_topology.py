@@ -177,6 +177,20 @@ def test_vllm_litellm_and_the_tls_proxy_are_endpoints_their_consumers_reach():
                                                 "apps": "10.0.30.12"}
 
 
+def test_the_gateway_is_open_to_its_client_hosts_and_the_client_networks_of_tls_proxy_client_sources():
+    m = model({"llm_gateways": ["gw"], "llm_clients": ["app"]}, gw=GATEWAY,
+              app={"llmstack_interfaces": [{"vlan": "apps", "address": "10.0.30.11"}]})
+    settings = {"gw": {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000,
+                       "tls_proxy_listen_addresses": ["10.0.30.12"], "tls_proxy_port": 443,
+                       "tls_proxy_client_sources": ["10.0.31.0/24", "10.0.30.77"]}}
+    topo, problems = topology.build(m, settings)
+    assert problems == []
+    assert topology.endpoint(topo, "tls_proxy", "https")[0]["sources"] == ["10.0.30.11", "10.0.31.0/24", "10.0.30.77"]
+    settings["gw"]["tls_proxy_client_sources"] = ["office"]
+    topo, problems = topology.build(m, settings)
+    assert problems == ["host gw: tls_proxy_client_sources: must be a list of addresses or CIDRs, not ['office']"]
+
+
 def test_an_endpoint_its_consumer_cannot_reach_is_refused():
     m = model({"gpu_vms": ["gpu"], "llm_gateways": ["gw"]},
               gw={"llmstack_interfaces": [{"vlan": "storage", "address": "10.0.40.12"}]}, gpu=GPU)
