@@ -12,7 +12,20 @@ Choices, each from the seeds or from vLLM's behaviour:
 - the API key reaches vLLM through the ``VLLM_API_KEY`` environment variable from a 0600 env file, never on
   the command line or in the compose file;
 - a pinned image tag (no ``latest``), ``ipc: host`` (PyTorch shared memory for tensor parallelism),
-  log rotation, and ``HF_HUB_OFFLINE=1`` once the weights are on disk.
+  log rotation, and ``HF_HUB_OFFLINE=1`` once the weights are on disk;
+- a cpu model (vLLM's CPU backend) gets no GPU: no device reservation, no ``CUDA_VISIBLE_DEVICES``/NCCL, no
+  ``--gpu-memory-utilization``/``--tensor-parallel-size``, but ``VLLM_CPU_KVCACHE_SPACE`` (GiB) and, in compose,
+  ``cap_add: [SYS_NICE]`` (Docker's default seccomp profile then allows the NUMA calls - mbind, set_mempolicy,
+  migrate_pages - that vLLM's CPU worker uses to bind its threads and memory);
+- a local model directory (``model: /abs/path``) is bind-mounted read-only at the same path into the container and
+  served under its name (``--served-model-name``);
+- ``--shutdown-timeout`` (vLLM >= 0.18.0, vllm-project/vllm#34730: the seconds vLLM drains open requests after
+  SIGTERM; its default 0 aborts them) from the ``shutdown_timeout`` setting, passed only to a vLLM that has it (an
+  older one refuses unknown flags): the version is the image tag's in compose, else the ``version`` setting.
+  Compose waits ``stop_grace_period`` = timeout + 15 s before SIGKILL, systemd ``TimeoutStopSec=`` the same, with
+  ``KillMode=mixed``: SIGTERM to vLLM's API server only (it drains, then stops its engine processes itself; a
+  SIGTERM to every process at once, systemd's default, would abort the engine first), SIGKILL to whatever is left
+  of the unit at the end.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,12 +34,22 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks, vllm_model
 
 CONTAINER_PORT = 8000
 # Runs inside the vLLM image (which has Python, not necessarily curl).
 HEALTH_PROBE = ("import http.client, sys; c = http.client.HTTPConnection('127.0.0.1', %d, timeout=5); "
                 "c.request('GET', '/health'); sys.exit(0 if c.getresponse().status == 200 else 1)")
+
+
+DEFAULT_SHUTDOWN_TIMEOUT = 30
+STOP_GRACE_EXTRA = 15
+SHUTDOWN_TIMEOUT_SINCE = (0, 18, 0)
+VERSION_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+DTYPES = ("float16", "bfloat16", "float32")
+DEVICES = ("gpu", "cpu")
+GPU_ONLY_KEYS = ("gpus", "tensor_parallel_size", "gpu_memory_utilization", "disable_custom_all_reduce",
+                 "nccl_p2p_disable", "nccl_ib_disable")
 
 
 class DeployError(value_checks.SettingsProblems):
@@ -45,15 +68,81 @@ def check_image(image):
     return text
 
 
-def vllm_args(service, port, host=None):
-    """vLLM's server flags for a planned service (the model id first, as ``vllm serve`` takes it)."""
+def parse_version(text):
+    """(major, minor, patch) of ``0.11.0``, ``v0.18.1-cu128``; None when the text does not start with one."""
+    match = VERSION_RE.match(str(text or "").strip())
+    if not match:
+        return None
+    return tuple(int(x or 0) for x in match.groups())
+
+
+def image_version(image):
+    """The vLLM version an image tag names (``vllm/vllm-openai:v0.11.0``), None for a digest or another tag."""
+    text = str(image or "")
+    if "@" in text:
+        return None
+    last = text.rsplit("/", maxsplit=1)[-1]
+    return parse_version(last.rpartition(":")[2]) if ":" in last else None
+
+
+def service_version(service, settings, method):
+    """The vLLM version a service runs: its image's tag in compose when it names one, else ``settings['version']``
+    (vllm_version, what the systemd method installs)."""
+    if method == "compose":
+        found = image_version(service.get("image") or settings.get("image"))
+        if found:
+            return found
+    return parse_version(settings.get("version"))
+
+
+def shutdown_timeout(settings):
+    return int(settings.get("shutdown_timeout", DEFAULT_SHUTDOWN_TIMEOUT))
+
+
+def shutdown_flag(service, settings, method):
+    """The --shutdown-timeout value for this service, or None where its vLLM predates the flag."""
+    version = service_version(service, settings, method)
+    if version is None or version < SHUTDOWN_TIMEOUT_SINCE:
+        return None
+    return shutdown_timeout(settings)
+
+
+def render_warnings(services, settings, method):
+    """What the deployment cannot do as asked: services whose vLLM has no --shutdown-timeout."""
+    old = [(s["name"], service_version(s, settings, method)) for s in services
+           if shutdown_flag(s, settings, method) is None]
+    if not old:
+        return []
+    return ["vllm_shutdown_timeout %d is not passed to %s: --shutdown-timeout exists from vLLM %s (vllm-project/vllm"
+            "#34730); older vLLMs refuse it, and on SIGTERM abort open requests at once (the stop timeout still "
+            "waits %d s). Use vllm_image / vllm_version 0.18.0 or later to drain."
+            % (shutdown_timeout(settings), ", ".join("%s (vLLM %s)" % (name, ".".join(str(x) for x in v) if v else "?")
+                                                     for name, v in old),
+               ".".join(str(x) for x in SHUTDOWN_TIMEOUT_SINCE), stop_timeout(settings))]
+
+
+def stop_timeout(settings):
+    """Seconds the container engine or systemd waits after SIGTERM before SIGKILL: vLLM's drain + 15."""
+    return shutdown_timeout(settings) + STOP_GRACE_EXTRA
+
+
+def is_cpu(service):
+    return service.get("device") == "cpu"
+
+
+def vllm_args(service, port, host=None, drain=None):
+    """vLLM's server flags for a planned service (the model id or directory first, as ``vllm serve`` takes it);
+    ``drain`` is the --shutdown-timeout to pass (None: not passed)."""
     args = ["--model", service["model"], "--served-model-name", service["name"]]
     if host:
         args += ["--host", host]
-    args += ["--port", str(port), "--dtype", service["dtype"],
-             "--tensor-parallel-size", str(service["tensor_parallel_size"]),
-             "--gpu-memory-utilization", "%g" % service["gpu_memory_utilization"],
-             "--max-model-len", str(service["max_model_len"]), "--max-num-seqs", str(service["max_num_seqs"])]
+    args += ["--port", str(port), "--dtype", service["dtype"]]
+    if not is_cpu(service):
+        args += ["--tensor-parallel-size", str(service["tensor_parallel_size"]),
+                 "--gpu-memory-utilization", "%g" % service["gpu_memory_utilization"]]
+    args += ["--max-model-len", str(service["max_model_len"]), "--max-num-seqs", str(service["max_num_seqs"])]
+    if drain is not None:
+        args += ["--shutdown-timeout", str(int(drain))]
     if service.get("quantization"):
         args += ["--quantization", service["quantization"]]
     if service.get("kv_cache_dtype") and service["kv_cache_dtype"] != "auto":
@@ -93,6 +182,13 @@ def _env(settings, offline):
         env["HF_ENDPOINT"] = settings["hf_endpoint"]
     env.update(settings.get("extra_env") or {})
     return env
+
+
+def device_env(service):
+    """A cpu model's KV cache size (vLLM's VLLM_CPU_KVCACHE_SPACE, GiB); NCCL's switches of a GPU model."""
+    if is_cpu(service):
+        return {"VLLM_CPU_KVCACHE_SPACE": str(int(service["cpu_kvcache_space_gib"]))}
+    return nccl_env(service)
 
 
 def nccl_env(service):
@@ -158,7 +254,43 @@ def _env_problems(variable, env):
     return problems
 
 
-def _model_problems(index, model):
+def _device_problems(label, model, default_device):
+    """A model's device (its own, else vllm_device), and what a cpu model cannot have; a local model directory."""
+    problems = []
+    device = model.get("device")
+    if device is not None and device not in DEVICES:
+        problems.append("%s.device: %r is not gpu or cpu" % (label, device))
+        return problems
+    device = device or default_device
+    space = model.get("cpu_kvcache_space_gib")
+    if device == "cpu":
+        for key in GPU_ONLY_KEYS:
+            if model.get(key) is None or (key == "tensor_parallel_size" and value_checks.as_int(model[key]) == 1):
+                continue
+            problems.append("%s.%s: a cpu model (device cpu) runs on no GPU: %s is for GPU models; drop it or set "
+                            "device: gpu" % (label, key, key))
+        if space is not None:
+            number = value_checks.as_int(space)
+            if number is None or number < 1:
+                problems.append("%s.cpu_kvcache_space_gib: %r is not a whole number of GiB >= 1 (vLLM's "
+                                "VLLM_CPU_KVCACHE_SPACE)" % (label, space))
+    elif device == "gpu" and space is not None:
+        problems.append("%s.cpu_kvcache_space_gib: only for a cpu model (device cpu, or vllm_device cpu); a GPU "
+                        "model's KV cache is what its GPU memory leaves" % label)
+    if model.get("dtype") is not None and model["dtype"] not in DTYPES:
+        problems.append("%s.dtype: %r is not one of %s" % (label, model["dtype"], ", ".join(DTYPES)))
+    path = model.get("model")
+    if vllm_model.is_path_model(path):
+        problem = _path_problem(path)
+        if problem or ":" in path or "," in path:
+            problems.append("%s.model: %s" % (label, problem or "%r: a model directory with ':' or ',' cannot be "
+                                                                "bind-mounted into the container" % (path,)))
+        if model.get("revision") is not None:
+            problems.append("%s.revision: a local model directory has no revision (revisions are the Hub's)" % label)
+    return problems
+
+
+def _model_problems(index, model, default_device="gpu"):
     """Problems of one vllm_models entry that would otherwise crash the planner or the renderer."""
     label = "vllm_models[%d]" % index
     if not isinstance(model, dict):
@@ -171,7 +303,9 @@ def _model_problems(index, model):
     else:
         label = "%s (%s)" % (label, name)
     if not isinstance(model.get("model"), str) or not model["model"].strip() or re.search(r"\s", model["model"]):
-        problems.append("%s.model: %r is not a Hugging Face model id" % (label, model.get("model")))
+        problems.append("%s.model: %r is not a Hugging Face model id or a model directory (an absolute path)"
+                        % (label, model.get("model")))
+    problems.extend(_device_problems(label, model, default_device))
     if value_checks.as_port(model.get("port"), lowest=1024) is None:
         problems.append("%s.port: %r is not a TCP port from 1024 to 65535 (a number, or a string of digits)"
                         % (label, model.get("port")))
@@ -254,8 +388,12 @@ def check_settings(settings):
     if not isinstance(models, list):
         return ["vllm_models: must be a list of {name, model, port, ...}, got %s" % value_checks.type_name(models)]
     keys, ports = {}, {}
+    device = settings.get("vllm_device", "gpu")
+    if device not in DEVICES:
+        problems.append("vllm_device: %r is not gpu or cpu" % (device,))
+        device = "gpu"
     for index, model in enumerate(models):
-        problems.extend(_model_problems(index, model))
+        problems.extend(_model_problems(index, model, device))
         if not isinstance(model, dict):
             continue
         name = model.get("name")
@@ -284,12 +422,20 @@ def check_settings(settings):
         if fraction is None or not 0 < fraction <= 1:
             problems.append("vllm_gpu_memory_utilization: %r is not a fraction of GPU memory (0-1, e.g. 0.9)"
                             % (settings.get("vllm_gpu_memory_utilization"),))
-        for variable, lowest in (("vllm_start_period", 0), ("vllm_health_timeout", 1)):
+        for variable, lowest in (("vllm_start_period", 0), ("vllm_health_timeout", 1), ("vllm_shutdown_timeout", 0)):
             if variable in settings:
                 number = value_checks.as_int(settings[variable])
                 if number is None or number < lowest:
                     problems.append("%s: %r is not a whole number of seconds >= %d"
                                     % (variable, settings[variable], lowest))
+        if "vllm_cpu_kvcache_space_gib" in settings:
+            space = value_checks.as_int(settings["vllm_cpu_kvcache_space_gib"])
+            if space is None or space < 1:
+                problems.append("vllm_cpu_kvcache_space_gib: %r is not a whole number of GiB >= 1 (vLLM's "
+                                "VLLM_CPU_KVCACHE_SPACE)" % (settings["vllm_cpu_kvcache_space_gib"],))
+        if "vllm_version" in settings and parse_version(settings["vllm_version"]) is None:
+            problems.append("vllm_version: %r is not a vLLM version (e.g. 0.11.0): the systemd method installs it, "
+                            "and the flags passed depend on it" % (settings["vllm_version"],))
         problems.extend(_env_problems("vllm_extra_env", settings.get("vllm_extra_env")))
         if "vllm_image" in settings:
             try:
@@ -319,25 +465,32 @@ def compose(services, settings):
     project = {"services": {}}
     for service in services:
         env = _env(settings, settings.get("offline", False))
-        env.update(nccl_env(service))
+        env.update(device_env(service))
         env.update(service.get("env") or {})
+        volumes = ["%s:/root/.cache/huggingface" % settings["hf_home"], "%s:/root/.cache/vllm" % settings["cache_dir"]]
+        if vllm_model.is_path_model(service["model"]):
+            # The local model directory, read-only at the same path: the container serves the path it was given.
+            volumes.append("%s:%s:ro" % (service["model"], service["model"]))
         definition = {
             "image": service.get("image") or image,
             "restart": settings.get("restart", "unless-stopped"),
             "ipc": "host",
             "ports": ["%s:%d:%d" % (settings.get("bind_address", "127.0.0.1"), service["port"], CONTAINER_PORT)],
-            "volumes": ["%s:/root/.cache/huggingface" % settings["hf_home"],
-                        "%s:/root/.cache/vllm" % settings["cache_dir"]],
+            "volumes": volumes,
             "environment": dict((k, str(v)) for k, v in sorted(env.items())),
-            "command": vllm_args(service, CONTAINER_PORT),
-            "deploy": {"resources": {"reservations": {"devices": [
-                {"driver": "nvidia", "device_ids": [str(g) for g in service["gpus"]], "capabilities": ["gpu"]}]}}},
+            "command": vllm_args(service, CONTAINER_PORT, drain=shutdown_flag(service, settings, "compose")),
+            "stop_grace_period": "%ds" % stop_timeout(settings),
             "healthcheck": {"test": ["CMD", "python3", "-c", HEALTH_PROBE % CONTAINER_PORT],
                             "interval": "30s", "timeout": "10s", "retries": 3,
                             "start_period": "%ds" % int(settings.get("start_period", 900))},
             "logging": {"driver": "json-file", "options": {"max-size": "50m", "max-file": "5"}},
             "labels": {"io.llmstack.model": service["model"], "io.llmstack.served-name": service["name"]},
         }
+        if is_cpu(service):
+            definition["cap_add"] = ["SYS_NICE"]
+        else:
+            definition["deploy"] = {"resources": {"reservations": {"devices": [
+                {"driver": "nvidia", "device_ids": [str(g) for g in service["gpus"]], "capabilities": ["gpu"]}]}}}
         if settings.get("env_file"):
             definition["env_file"] = [settings["env_file"]]
         if service.get("image"):
@@ -408,7 +561,11 @@ def systemd_unit_text(unit):
     if unit.get("env_file"):
         lines.append("EnvironmentFile=%s" % _systemd_line(unit["env_file"]))
     lines += ["ExecStart=%s" % " ".join(systemd_exec_word(word) for word in unit["argv"]),
-              "Restart=always", "RestartSec=10", "TimeoutStartSec=900", "LimitNOFILE=65536", "",
+              "Restart=always", "RestartSec=10", "TimeoutStartSec=900",
+              # SIGTERM to the API server alone, which drains (--shutdown-timeout) and then stops its engine
+              # processes; SIGKILL to the whole unit once TimeoutStopSec= is over.
+              "KillSignal=SIGTERM", "KillMode=mixed", "TimeoutStopSec=%d" % int(unit["timeout_stop_sec"]),
+              "LimitNOFILE=65536", "",
               "[Install]", "WantedBy=multi-user.target"]
     return "\n".join(lines) + "\n"
 
@@ -419,20 +576,23 @@ def systemd_units(services, settings):
     check_services(services)
     units = {}
     for service in services:
-        env = {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in service["gpus"]),
-               "HF_HOME": settings["hf_home"], "VLLM_CACHE_ROOT": settings["cache_dir"]}
+        env = {"HF_HOME": settings["hf_home"], "VLLM_CACHE_ROOT": settings["cache_dir"]}
+        if not is_cpu(service):
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in service["gpus"])
         if settings.get("offline", False):
             env["HF_HUB_OFFLINE"] = "1"
         if settings.get("hf_endpoint"):
             env["HF_ENDPOINT"] = settings["hf_endpoint"]
         env.update(settings.get("extra_env") or {})
-        env.update(nccl_env(service))
+        env.update(device_env(service))
         env.update(service.get("env") or {})
-        args = vllm_args(service, service["port"], host=settings.get("bind_address", "127.0.0.1"))
+        args = vllm_args(service, service["port"], host=settings.get("bind_address", "127.0.0.1"),
+                         drain=shutdown_flag(service, settings, "systemd"))
         argv = [settings["venv"] + "/bin/vllm", "serve"] + args[1:]
+        where = "CPU" if is_cpu(service) else "GPU %s" % ",".join(str(g) for g in service["gpus"])
         unit = {
-            "description": "vLLM %s (%s) on GPU %s" % (service["name"], service["model"],
-                                                       ",".join(str(g) for g in service["gpus"])),
+            "description": "vLLM %s (%s) on %s" % (service["name"], service["model"], where),
+            "timeout_stop_sec": stop_timeout(settings),
             "environment": sorted((str(k), str(v)) for k, v in env.items()),
             "env_file": settings.get("env_file"),
             "argv": argv,

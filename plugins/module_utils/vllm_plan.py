@@ -27,11 +27,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import itertools
-import json
 import math
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia, value_checks
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia, value_checks, vllm_model
 
 GIB = 1024 ** 3
 MIB = 1024 ** 2
@@ -45,7 +44,11 @@ DEFAULT_UTILIZATION = 0.9
 DEFAULT_MAX_MODEL_LEN = 4096
 MAX_NUM_SEQS_CAP = 256
 GROUP_OVERHEAD = 2.5 / 128
-DTYPES = ("float16", "bfloat16")
+DTYPES = ("float16", "bfloat16", "float32")
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+DEVICES = ("gpu", "cpu")
+DEFAULT_CPU_KVCACHE_GIB = 4
+CPU_DEFAULT_DTYPE = "bfloat16"
 QUANTIZATIONS = (None, "awq", "gptq", "fp8")
 KV_DTYPES = ("auto", "fp8")
 
@@ -122,7 +125,7 @@ ARCH_KEYS = ("params_b", "layers", "attention_heads", "kv_heads", "head_dim", "h
              "max_position", "intermediate_size")
 MODEL_KEYS = ("name", "model", "dtype", "quantization", "bits", "kv_cache_dtype", "max_model_len", "gpus",
               "tensor_parallel_size", "gpu_memory_utilization", "max_num_seqs", "enforce_eager", "architecture",
-              "config_json")
+              "config_json", "device", "cpu_kvcache_space_gib")
 
 
 class PlanError(value_checks.SettingsProblems):
@@ -140,25 +143,8 @@ def catalog_entry(model):
     return None
 
 
-def architecture_from_config(text):
-    """Architecture numbers from a Hugging Face config.json text (params estimated when absent)."""
-    config = json.loads(text)
-    if "text_config" in config:
-        config = dict(config, **config["text_config"])
-    hidden = config.get("hidden_size")
-    heads = config.get("num_attention_heads")
-    arch = {
-        "layers": config.get("num_hidden_layers"),
-        "attention_heads": heads,
-        "kv_heads": config.get("num_key_value_heads", heads),
-        "head_dim": config.get("head_dim") or (hidden // heads if hidden and heads else None),
-        "hidden_size": hidden,
-        "vocab_size": config.get("vocab_size"),
-        "tie": bool(config.get("tie_word_embeddings", False)),
-        "max_position": config.get("max_position_embeddings"),
-        "intermediate_size": config.get("intermediate_size"),
-    }
-    return dict((k, v) for k, v in arch.items() if v is not None)
+# config.json parsing lives beside the model directory reader (it runs on the VM too).
+architecture_from_config = vllm_model.architecture_from_config
 
 
 def estimate_params_b(arch):
@@ -200,18 +186,26 @@ def gpu_cc(gpu):
     return None
 
 
-def weight_bytes(arch, dtype, quantization, bits):
-    """Bytes of the whole model's weights."""
+def weight_bytes(arch, dtype, quantization, bits, on_disk=False):
+    """Bytes of the whole model's weights. A local directory's quantized checkpoint (``on_disk``) is its bytes on
+    disk (``arch['weight_bytes']``, from its safetensors headers): vLLM loads packed weights as they are."""
+    if on_disk and arch.get("weight_bytes"):
+        return float(arch["weight_bytes"])
     params = arch["params_b"] * 1e9
     embed = 0
     if arch.get("vocab_size") and arch.get("hidden_size"):
         embed = arch["vocab_size"] * arch["hidden_size"] * (1 if arch.get("tie") else 2)
     if quantization is None:
-        return params * 2
+        return params * DTYPE_BYTES.get(dtype, 2)
     per_param = {"awq": 0.5 + GROUP_OVERHEAD, "fp8": 1.0}.get(quantization)
     if quantization == "gptq":
         per_param = (bits or 4) / 8.0 + GROUP_OVERHEAD
     return embed * 2 + (params - embed) * per_param
+
+
+def kv_element_bytes(model):
+    """Bytes of one KV cache element: 1 for kv_cache_dtype fp8, else the model's dtype (auto follows it)."""
+    return 1 if model["kv_dtype"] == "fp8" else DTYPE_BYTES.get(model["dtype"], 2)
 
 
 def kv_bytes_per_token_per_gpu(arch, tp, kv_bytes):
@@ -260,14 +254,22 @@ def _round(value, digits=2):
 
 
 class Planner(object):
-    def __init__(self, gpus, topology=None, gpu_memory_utilization=DEFAULT_UTILIZATION, read_file=None):
+    def __init__(self, gpus, topology=None, gpu_memory_utilization=DEFAULT_UTILIZATION, read_file=None, device="gpu",
+                 cpu_kvcache_space_gib=DEFAULT_CPU_KVCACHE_GIB, host_memory_mib=None, model_facts=None):
         self.gpus = sorted([dict(g) for g in gpus or []], key=lambda g: int(g["index"]))
         self.by_index = dict((int(g["index"]), g) for g in self.gpus)
         self.topology = topology or {}
         self.default_util = float(gpu_memory_utilization)
         self.read_file = read_file
+        self.default_device = device or "gpu"
+        self.default_kv_space = cpu_kvcache_space_gib
+        self.host_memory_mib = host_memory_mib
+        self.model_facts = dict((vllm_model.normalize(k), v) for k, v in (model_facts or {}).items())
         self.problems = []
         self.warnings = []
+
+    def device_of(self, spec):
+        return spec.get("device") or self.default_device
 
     # -- the model's numbers -----------------------------------------------------------------------------
     def resolve(self, index, spec):
@@ -284,13 +286,24 @@ class Planner(object):
             if not spec.get(key):
                 self.problems.append("%s: needs %s" % (label, key))
         wrong = number_problems(label, spec)
+        device = self.device_of(spec)
+        wrong.extend(self.device_problems(label, spec, device))
         if wrong:
             self.problems.extend(wrong)
             return None
-        arch = {}
-        entry = catalog_entry(spec.get("model"))
-        if entry:
-            arch.update((k, entry[k]) for k in ARCH_KEYS if k in entry)
+        arch, facts = {}, None
+        path_model = vllm_model.is_path_model(spec.get("model"))
+        if path_model:
+            # A local directory is sized from its own files (vllm_model_facts, on the VM), never by its name.
+            facts = self.model_facts.get(vllm_model.normalize(spec["model"]))
+            if facts:
+                arch.update(facts.get("architecture") or {})
+                if facts.get("weight_bytes"):
+                    arch["weight_bytes"] = facts["weight_bytes"]
+        else:
+            entry = catalog_entry(spec.get("model"))
+            if entry:
+                arch.update((k, entry[k]) for k in ARCH_KEYS if k in entry)
         if spec.get("config_json"):
             try:
                 text = (self.read_file or _read_text)(spec["config_json"])
@@ -302,43 +315,100 @@ class Planner(object):
                                                                 "attention_heads", "kv_heads", "intermediate_size")):
             arch["params_b"] = _round(estimate_params_b(arch), 3)
         if "params_b" not in arch:
-            self.problems.append("%s: model %r is not in the catalog; give architecture {params_b, layers, "
-                                 "attention_heads, kv_heads, head_dim} or config_json" % (label, spec.get("model")))
+            if path_model:
+                self.problems.append("%s: a local model directory that was not read: give model_facts (the "
+                                     "vllm_model_facts module reads its config.json and safetensors headers on the "
+                                     "host) or architecture {params_b, layers, attention_heads, kv_heads, head_dim}"
+                                     % label)
+            else:
+                self.problems.append("%s: model %r is not in the catalog; give architecture {params_b, layers, "
+                                     "attention_heads, kv_heads, head_dim} or config_json" % (label, spec.get("model")))
             return None
         quantization, bits = spec.get("quantization"), value_checks.as_int(spec.get("bits"))
-        if quantization is None and spec.get("model"):
+        on_disk = False
+        if quantization is None and facts and facts.get("quantization"):
+            # The checkpoint says it is quantized (config.json quantization_config): its bytes on disk are its
+            # weights; vLLM reads the method from the config itself.
+            on_disk = True
+            method = facts["quantization"]
+            if method in QUANTIZATIONS:
+                quantization, bits = method, bits or facts.get("bits")
+            else:
+                on_disk_gib = arch.get("weight_bytes", 0) / GIB
+                self.warnings.append("%s: quantization %r (from its config.json) is sized by the checkpoint's %.2f "
+                                     "GiB on disk; vLLM picks its kernels" % (label, method, on_disk_gib))
+        elif quantization is None and spec.get("model") and not path_model:
             quantization, inferred_bits = infer_quantization(spec["model"])
             bits = bits or inferred_bits
+        elif quantization is not None and facts:
+            on_disk = True
         if quantization not in QUANTIZATIONS:
             self.problems.append("%s: quantization %r is not one of awq, gptq, fp8 (or null)" % (label, quantization))
             return None
-        dtype = spec.get("dtype") or "float16"
+        dtype = spec.get("dtype") or (CPU_DEFAULT_DTYPE if device == "cpu" else "float16")
         if dtype not in DTYPES:
-            self.problems.append("%s: dtype %r is not float16 or bfloat16" % (label, dtype))
+            self.problems.append("%s: dtype %r is not float16, bfloat16 or float32" % (label, dtype))
         kv_dtype = spec.get("kv_cache_dtype") or "auto"
         if kv_dtype not in KV_DTYPES:
             self.problems.append("%s: kv_cache_dtype %r is not auto or fp8" % (label, kv_dtype))
         util = float(spec.get("gpu_memory_utilization") or self.default_util)
-        if util > UTILIZATION_MAX:
+        if device == "gpu" and util > UTILIZATION_MAX:
             self.problems.append("%s: gpu_memory_utilization %.2f is above %.2f: long contexts then hit CUDA OOM "
                                  "(seed 001)" % (label, util, UTILIZATION_MAX))
-        elif util > UTILIZATION_WARN:
+        elif device == "gpu" and util > UTILIZATION_WARN:
             self.warnings.append("%s: gpu_memory_utilization %.2f is above %.2f (seed 001 stops at 0.92)"
                                  % (label, util, UTILIZATION_WARN))
         max_len = int(spec.get("max_model_len") or DEFAULT_MAX_MODEL_LEN)
         if arch.get("max_position") and max_len > arch["max_position"]:
             self.problems.append("%s: max_model_len %d is above the model's %d positions"
                                  % (label, max_len, arch["max_position"]))
-        return {"label": label, "spec": spec, "arch": arch, "quantization": quantization,
+        space = value_checks.as_int(spec.get("cpu_kvcache_space_gib") or self.default_kv_space)
+        return {"label": label, "spec": spec, "arch": arch, "quantization": quantization, "device": device,
                 "bits": bits if quantization == "gptq" else ({"awq": 4, "fp8": 8}.get(quantization)),
                 "dtype": dtype, "kv_dtype": kv_dtype, "util": util, "util_given": spec.get("gpu_memory_utilization")
-                is not None, "max_len": max_len, "eager": bool(spec.get("enforce_eager", False))}
+                is not None, "max_len": max_len, "eager": bool(spec.get("enforce_eager", False)),
+                "on_disk": on_disk, "kv_space_gib": space if device == "cpu" else None}
+
+    def device_problems(self, label, spec, device):
+        """What a cpu model cannot have (GPUs, tensor parallelism, a GPU memory fraction), and the device itself."""
+        problems = []
+        if device not in DEVICES:
+            return ["%s: device %r is not gpu or cpu" % (label, device)]
+        space = spec.get("cpu_kvcache_space_gib")
+        if device == "gpu":
+            if space is not None:
+                problems.append("%s: cpu_kvcache_space_gib is for cpu models (device cpu); a GPU model's KV cache "
+                                "is what its GPU memory leaves" % label)
+            return problems
+        if spec.get("gpus") is not None:
+            problems.append("%s: gpus %s: a cpu model (device cpu) runs on no GPU; drop gpus or set device gpu"
+                            % (label, spec["gpus"]))
+        if value_checks.as_int(spec.get("tensor_parallel_size")) not in (None, 1):
+            problems.append("%s: tensor_parallel_size %s: a cpu model runs one process (tensor_parallel_size 1)"
+                            % (label, spec["tensor_parallel_size"]))
+        if spec.get("gpu_memory_utilization") is not None:
+            problems.append("%s: gpu_memory_utilization is for GPU models; a cpu model's KV cache is "
+                            "cpu_kvcache_space_gib" % label)
+        for key in ("disable_custom_all_reduce", "nccl_p2p_disable", "nccl_ib_disable"):
+            if spec.get(key) is not None:
+                problems.append("%s: %s is for GPU models (NCCL, CUDA peer-to-peer)" % (label, key))
+        if space is not None or self.default_kv_space is not None:
+            value = space if space is not None else self.default_kv_space
+            number = value_checks.as_int(value)
+            if number is None or number < 1:
+                problems.append("%s: cpu_kvcache_space_gib %r is not a whole number of GiB >= 1 (vLLM's "
+                                "VLLM_CPU_KVCACHE_SPACE)" % (label, value))
+        return problems
+
+    def weights(self, model):
+        """Bytes of the model's weights (the whole model, before TP and overhead)."""
+        return weight_bytes(model["arch"], model["dtype"], model["quantization"], model["bits"], model["on_disk"])
 
     def estimate(self, model, gpus):
         """The numbers of a model on these GPU indices (its TP group)."""
         arch, tp = model["arch"], len(gpus)
         memory = min(int(self.by_index[i]["memory_mib"]) for i in gpus) * MIB
-        weights = weight_bytes(arch, model["dtype"], model["quantization"], model["bits"]) / tp * (1 + WEIGHT_OVERHEAD)
+        weights = self.weights(model) / tp * (1 + WEIGHT_OVERHEAD)
         budget = memory * model["util"]
         reserve = (RESERVE_GIB + (0 if model["eager"] else CUDA_GRAPH_GIB)) * GIB
         free = budget - weights - reserve
@@ -350,7 +420,7 @@ class Planner(object):
             result["fits"] = False
             result["shortfall_gib"] = _round(max(0.0, -free) / GIB)
             return result
-        kv_bytes = 1 if model["kv_dtype"] == "fp8" else 2
+        kv_bytes = kv_element_bytes(model)
         per_token = kv_bytes_per_token_per_gpu(arch, tp, kv_bytes)
         tokens = int(max(0.0, free) // (BLOCK_TOKENS * per_token)) * BLOCK_TOKENS
         need = model["max_len"] * per_token
@@ -361,6 +431,54 @@ class Planner(object):
         result["shortfall_gib"] = _round(max(0.0, need - max(0.0, free) if free >= 0 else need - free) / GIB) \
             if not result["fits"] else 0.0
         return result
+
+    def estimate_cpu(self, model):
+        """The numbers of a cpu model: its KV cache is the fixed VLLM_CPU_KVCACHE_SPACE, in host memory beside the
+        weights. KV tokens = floor(space / KV bytes per token) (vLLM's CPU backend picks its own block size)."""
+        arch = model["arch"]
+        weights = self.weights(model) * (1 + WEIGHT_OVERHEAD)
+        space = model["kv_space_gib"] * GIB
+        result = {"weights_gib": _round(weights / GIB), "kv_space_gib": model["kv_space_gib"]}
+        if self.host_memory_mib:
+            host = float(self.host_memory_mib) * MIB
+            result.update({"host_memory_gib": _round(host / GIB), "host_free_gib": _round((host - weights - space)
+                                                                                          / GIB)})
+        if not all(arch.get(k) for k in ("layers", "kv_heads", "head_dim")):
+            result.update({"kv_unknown": True, "fits": False})
+            return result
+        per_token = 2 * arch["layers"] * arch["kv_heads"] * arch["head_dim"] * kv_element_bytes(model)
+        tokens = int(space // per_token)
+        result.update({"kv_bytes_per_token": per_token, "kv_tokens": tokens,
+                       "concurrency_at_max_len": _round(tokens / float(model["max_len"])),
+                       "fits": tokens >= model["max_len"]})
+        result["shortfall_gib"] = 0.0 if result["fits"] else _round((model["max_len"] * per_token - space) / GIB)
+        return result
+
+    def check_cpu(self, model, estimate):
+        """A cpu model whose KV space cannot hold one max_model_len sequence, or whose weights and KV space exceed
+        the host's memory, does not start (or is killed by the OOM killer): refused."""
+        label, fits = model["label"], True
+        if estimate.get("kv_unknown"):
+            self.problems.append("%s: its architecture is incomplete (layers, kv_heads, head_dim): give architecture "
+                                 "or config_json to size its KV cache" % label)
+            return False
+        if not estimate["fits"]:
+            self.problems.append(
+                "%s: one %d-token sequence needs %.2f GiB of KV cache (%d bytes per token), and "
+                "cpu_kvcache_space_gib %d GiB holds %d tokens: %.2f GiB short; raise cpu_kvcache_space_gib "
+                "(vllm_cpu_kvcache_space_gib) or lower max_model_len"
+                % (label, model["max_len"], model["max_len"] * estimate["kv_bytes_per_token"] / float(GIB),
+                   estimate["kv_bytes_per_token"], model["kv_space_gib"], estimate["kv_tokens"],
+                   estimate["shortfall_gib"]))
+            fits = False
+        if "host_free_gib" in estimate and estimate["host_free_gib"] < 0:
+            self.problems.append(
+                "%s: weights %.2f GiB + KV cache space %d GiB = %.2f GiB exceed the host's %.2f GiB of memory by "
+                "%.2f GiB" % (label, estimate["weights_gib"], model["kv_space_gib"],
+                              estimate["weights_gib"] + model["kv_space_gib"], estimate["host_memory_gib"],
+                              -estimate["host_free_gib"]))
+            fits = False
+        return fits
 
     # -- checks --------------------------------------------------------------------------------------------
     def check_hardware(self, model, gpus):
@@ -452,7 +570,7 @@ class Planner(object):
         return list(max(candidates, key=lambda c: (self.group_rank(c)[0], [-i for i in c])))
 
     def plan(self, models):
-        if not self.gpus:
+        if not self.gpus and any(self.device_of(m) != "cpu" for m in models or [] if isinstance(m, dict)):
             raise PlanError(["gpus: no GPU to plan on"])
         resolved = [self.resolve(i, m) for i, m in enumerate(models or [])]
         names = [m.get("name") for m in models or []]
@@ -460,6 +578,8 @@ class Planner(object):
             self.problems.append("models: name %r appears %d times" % (name, names.count(name)))
         if self.problems:
             raise PlanError(self.problems)
+        cpu_estimates = self.plan_cpu([m for m in resolved if m["device"] == "cpu"])
+        resolved_all, resolved = resolved, [m for m in resolved if m["device"] == "gpu"]
         usage = dict((i, []) for i in self.by_index)           # gpu -> [model labels]
         util_sum = dict((i, 0.0) for i in self.by_index)
         placed = {}
@@ -489,7 +609,7 @@ class Planner(object):
                 util_sum[g] += model["util"]
         # The rest, largest weights first.
         rest = [m for m in resolved if m["spec"].get("gpus") is None]
-        rest.sort(key=lambda m: -weight_bytes(m["arch"], m["dtype"], m["quantization"], m["bits"]))
+        rest.sort(key=lambda m: -self.weights(m))
         for model in rest:
             free = [g for g in self.by_index if not usage[g]]
             sizes = [int(model["spec"]["tensor_parallel_size"])] if model["spec"].get("tensor_parallel_size") else \
@@ -525,7 +645,11 @@ class Planner(object):
                                          "above %.2f" % (g, ", ".join(m["label"] for m in models_on), util_sum[g],
                                                          UTILIZATION_MAX))
         services = []
-        for model in resolved:
+        for model in resolved_all:
+            if model["device"] == "cpu":
+                if model["label"] in cpu_estimates:
+                    services.append(self.cpu_service(model, cpu_estimates[model["label"]]))
+                continue
             gpus = placed.get(model["label"])
             if gpus is None:
                 continue
@@ -540,6 +664,25 @@ class Planner(object):
         if self.problems:
             raise PlanError(self.problems)
         return {"services": services, "warnings": self.warnings}
+
+    def plan_cpu(self, models):
+        """{label: estimate} of the cpu models that fit; the others are problems. Together they share the host's
+        memory: their weights and KV spaces must fit in it side by side."""
+        estimates = {}
+        for model in models:
+            estimate = self.estimate_cpu(model)
+            if self.check_cpu(model, estimate):
+                estimates[model["label"]] = estimate
+        if self.host_memory_mib and len(estimates) > 1:
+            total = sum(self.weights(m) * (1 + WEIGHT_OVERHEAD) / GIB + m["kv_space_gib"] for m in models
+                        if m["label"] in estimates)
+            host = float(self.host_memory_mib) * MIB / GIB
+            if total > host:
+                self.problems.append("the cpu models (%s) need %.2f GiB of weights and KV cache space together, above "
+                                     "the host's %.2f GiB of memory by %.2f GiB"
+                                     % (", ".join(m["label"] for m in models if m["label"] in estimates), total, host,
+                                        total - host))
+        return estimates
 
     def shortfall(self, model, gpus, estimate):
         if estimate.get("kv_unknown"):
@@ -565,14 +708,37 @@ class Planner(object):
             max_num_seqs = max(1, min(MAX_NUM_SEQS_CAP, int(math.floor(estimate["free_gib_per_gpu"] * 12))))
         service = dict((k, v) for k, v in spec.items() if k not in ("architecture", "config_json"))
         service.update({
-            "name": spec["name"], "model": spec["model"], "gpus": list(gpus), "tensor_parallel_size": len(gpus),
+            "name": spec["name"], "model": spec["model"], "device": "gpu", "gpus": list(gpus),
+            "tensor_parallel_size": len(gpus),
             "dtype": model["dtype"], "quantization": model["quantization"], "kv_cache_dtype": model["kv_dtype"],
             "gpu_memory_utilization": model["util"], "max_model_len": model["max_len"],
             "max_num_seqs": int(max_num_seqs), "enforce_eager": model["eager"], "estimates": estimate,
         })
         return service
 
+    def cpu_service(self, model, estimate):
+        spec = model["spec"]
+        max_num_seqs = spec.get("max_num_seqs")
+        if max_num_seqs is None:
+            # Seed 002's rule on what the KV cache gets: here the fixed CPU KV space.
+            max_num_seqs = max(1, min(MAX_NUM_SEQS_CAP, int(math.floor(model["kv_space_gib"] * 12))))
+        service = dict((k, v) for k, v in spec.items() if k not in ("architecture", "config_json"))
+        service.update({
+            "name": spec["name"], "model": spec["model"], "device": "cpu", "gpus": [], "tensor_parallel_size": 1,
+            "dtype": model["dtype"], "quantization": model["quantization"], "kv_cache_dtype": model["kv_dtype"],
+            "gpu_memory_utilization": None, "cpu_kvcache_space_gib": model["kv_space_gib"],
+            "max_model_len": model["max_len"], "max_num_seqs": int(max_num_seqs), "enforce_eager": model["eager"],
+            "estimates": estimate,
+        })
+        return service
 
-def plan(gpus, models, topology=None, gpu_memory_utilization=DEFAULT_UTILIZATION, read_file=None):
-    """{'services': [...], 'warnings': [...]} or PlanError naming each model and its shortfall."""
-    return Planner(gpus, topology, gpu_memory_utilization, read_file).plan(models)
+
+def plan(gpus, models, topology=None, gpu_memory_utilization=DEFAULT_UTILIZATION, read_file=None, device="gpu",
+         cpu_kvcache_space_gib=DEFAULT_CPU_KVCACHE_GIB, host_memory_mib=None, model_facts=None):
+    """{'services': [...], 'warnings': [...]} or PlanError naming each model and its shortfall.
+
+    ``device`` is the default of models without their own (gpu or cpu); cpu models need no ``gpus`` and are sized
+    against ``cpu_kvcache_space_gib`` (or their own) and, when given, ``host_memory_mib``. ``model_facts`` maps
+    local model directories (absolute paths) to what vllm_model_facts read from them."""
+    return Planner(gpus, topology, gpu_memory_utilization, read_file, device, cpu_kvcache_space_gib, host_memory_mib,
+                   model_facts).plan(models)

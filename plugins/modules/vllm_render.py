@@ -17,6 +17,12 @@ description:
     model with a pinned image, C(ipc host), its port bound to the C(bind_address) setting only, the Hugging Face and
     vLLM caches, the GPUs as C(device_ids), the planned flags, a C(/health) health check, restart policy and log
     rotation - or one systemd unit per model (seed 001) with C(CUDA_VISIBLE_DEVICES) and the same flags.
+  - A cpu model (C(device) cpu in its planned service) gets no GPU reservation, no C(CUDA_VISIBLE_DEVICES) or NCCL
+    variables and no GPU flags, but C(VLLM_CPU_KVCACHE_SPACE); a model given as a directory is bind-mounted
+    read-only at its path and served under its name.
+  - C(--shutdown-timeout) (the C(shutdown_timeout) setting) is passed only to a vLLM that has it (0.18.0 and later;
+    the version is the image tag's in compose, else the C(version) setting), with a warning otherwise; compose waits
+    C(stop_grace_period) = timeout + 15 s, systemd C(TimeoutStopSec=) the same with C(KillMode=mixed).
   - The API key is never rendered; vLLM reads it from C(VLLM_API_KEY) in the C(env_file) setting's file.
   - Changes nothing; the vllm role writes what it returns with its templates.
 author:
@@ -38,7 +44,8 @@ options:
   settings:
     description:
       - "C(image) (pinned), C(bind_address), C(hf_home), C(cache_dir), C(env_file), C(offline), C(hf_endpoint),
-        C(extra_env), C(restart), C(start_period) (compose); C(venv), C(user), C(dir) (systemd)."
+        C(extra_env), C(restart), C(start_period) (compose); C(venv), C(user), C(dir) (systemd); C(version)
+        (vLLM's, default none), C(shutdown_timeout) (seconds, default 30)."
     type: dict
     required: true
 """
@@ -71,6 +78,11 @@ ports:
   description: Served name to port.
   returned: success
   type: dict
+render_warnings:
+  description: What is not rendered as asked (a vLLM without C(--shutdown-timeout)); each also an Ansible warning.
+  returned: success
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -83,6 +95,7 @@ def build(params):
     else:
         result = {"compose": {}, "units": vllm_deploy.systemd_units(params["services"], params["settings"])}
     result["ports"] = dict((s["name"], s["port"]) for s in params["services"])
+    result["render_warnings"] = vllm_deploy.render_warnings(params["services"], params["settings"], params["method"])
     return result
 
 
@@ -95,7 +108,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    render_module.run(module, "vllm_render", build)
+    render_module.run(module, "vllm_render", build, warnings="render_warnings")
 
 
 if __name__ == "__main__":

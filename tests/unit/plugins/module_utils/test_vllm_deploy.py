@@ -301,3 +301,145 @@ def test_the_seeds_lora_limits_block_size_chunked_prefill_and_nccl_switches_are_
 def test_bad_vllm_switches_are_named(changes, fragment):
     problems = vllm_deploy.check_settings(model(**changes))
     assert any(fragment in p for p in problems), problems
+
+
+# -- CPU models, local model directories, shutdown -------------------------------------------------------------
+TINY = "/data/llm/models/llmstack-tiny"
+TINY_FACTS = {TINY: {"architecture": {"layers": 2, "attention_heads": 4, "kv_heads": 2, "head_dim": 32,
+                                      "hidden_size": 64, "vocab_size": 2048, "max_position": 1024,
+                                      "params_b": 360768 / 1e9},
+                     "torch_dtype": "bfloat16", "weight_bytes": 721536, "params": 360768, "quantization": None}}
+CPU_MODEL = {"name": "fast", "model": TINY, "device": "cpu", "max_model_len": 1024, "port": 8001}
+
+
+@pytest.fixture(scope="module")
+def cpu_service():
+    return vllm_plan.plan([], [CPU_MODEL], cpu_kvcache_space_gib=4, model_facts=TINY_FACTS)["services"][0]
+
+
+def test_a_cpu_path_model_in_compose(cpu_service):
+    settings = dict(SETTINGS, shutdown_timeout=30, version="0.32.0", image="localhost/llmstack-lab-vllm-cpu:0.32.0")
+    definition = vllm_deploy.compose([cpu_service], settings)["services"]["vllm-fast"]
+    assert "deploy" not in definition
+    env = definition["environment"]
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "4" and not [k for k in env if k.startswith(("CUDA", "NCCL"))]
+    assert "%s:%s:ro" % (TINY, TINY) in definition["volumes"]
+    args = definition["command"]
+    assert flag(args, "--model") == TINY and flag(args, "--served-model-name") == "fast"
+    assert "--gpu-memory-utilization" not in args and "--tensor-parallel-size" not in args
+    assert flag(args, "--shutdown-timeout") == "30" and definition["stop_grace_period"] == "45s"
+    assert definition["cap_add"] == ["SYS_NICE"]
+    assert "/health" in " ".join(definition["healthcheck"]["test"])
+
+
+def test_a_cpu_path_model_as_a_systemd_unit(cpu_service):
+    settings = dict(SETTINGS, shutdown_timeout=20, version="0.32.0")
+    unit = vllm_deploy.systemd_units([cpu_service], settings)["vllm-fast.service"]
+    env = dict(unit["environment"])
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "4" and "CUDA_VISIBLE_DEVICES" not in env
+    assert not [k for k in env if k.startswith("NCCL")]
+    argv = shlex.split(unit["exec_start"])
+    assert argv[2] == TINY and flag(argv, "--served-model-name") == "fast"
+    assert "--gpu-memory-utilization" not in argv and "--tensor-parallel-size" not in argv
+    assert flag(argv, "--shutdown-timeout") == "20"
+    lines = unit["text"].splitlines()
+    assert {"TimeoutStopSec=35", "KillSignal=SIGTERM", "KillMode=mixed"} <= set(lines)
+    assert "on CPU" in unit["description"]
+
+
+def test_gpu_services_keep_their_gpus_and_also_get_the_stop_timeouts(services):
+    settings = dict(SETTINGS, shutdown_timeout=30, version="0.18.0")
+    project = vllm_deploy.compose(services, settings)["services"]
+    assert project["vllm-fast"]["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] == ["0"]
+    assert "cap_add" not in project["vllm-fast"] and "VLLM_CPU_KVCACHE_SPACE" not in project["vllm-fast"]["environment"]
+    assert project["vllm-fast"]["stop_grace_period"] == "45s"
+    unit = vllm_deploy.systemd_units(services, settings)["vllm-reasoning.service"]
+    assert "TimeoutStopSec=45" in unit["text"].splitlines() and "KillMode=mixed" in unit["text"].splitlines()
+
+
+@pytest.mark.parametrize("method, settings, expected", [
+    ("compose", {"image": "vllm/vllm-openai:v0.11.0", "version": "0.32.0"}, None),     # the image runs, not pip's
+    ("compose", {"image": "vllm/vllm-openai:v0.18.0", "version": "0.11.0"}, "30"),
+    ("compose", {"image": "vllm/vllm-openai:v0.18.1-cu128", "version": "0.11.0"}, "30"),
+    ("compose", {"image": "vllm/vllm-openai:nightly-2026", "version": "0.17.1"}, None),   # no version in the tag
+    ("compose", {"image": "vllm/vllm-openai@sha256:" + "a" * 64, "version": "0.18.0"}, "30"),
+    ("systemd", {"version": "0.11.0"}, None),
+    ("systemd", {"version": "0.18.0"}, "30"),
+    ("systemd", {"version": "0.32.0"}, "30"),
+])
+def test_shutdown_timeout_only_for_a_vllm_that_has_it(services, method, settings, expected):
+    """--shutdown-timeout appeared in vLLM 0.18.0 (vllm-project/vllm#34730); older vLLMs refuse unknown flags."""
+    merged = dict(SETTINGS, shutdown_timeout=30, **settings)
+    if method == "compose":
+        args = vllm_deploy.compose(services, merged)["services"]["vllm-fast"]["command"]
+    else:
+        args = vllm_deploy.systemd_units(services, merged)["vllm-fast.service"]["argv"]
+    assert (flag(args, "--shutdown-timeout") if "--shutdown-timeout" in args else None) == expected
+    warnings = vllm_deploy.render_warnings(services, merged, method)
+    assert bool(warnings) == (expected is None)
+    if warnings:
+        assert "--shutdown-timeout" in warnings[0] and "0.18.0" in warnings[0] and "fast" in warnings[0]
+
+
+def test_the_stop_timeout_waits_even_where_vllm_cannot_drain(services):
+    project = vllm_deploy.compose(services, dict(SETTINGS, shutdown_timeout=0))["services"]
+    assert project["vllm-fast"]["stop_grace_period"] == "15s"
+
+
+def test_systemd_analyze_verifies_a_cpu_unit(cpu_service, tmp_path):
+    import shutil
+    import subprocess
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze is not installed")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "vllm").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "vllm").chmod(0o755)
+    env_file = tmp_path / "vllm.env"
+    env_file.write_text("VLLM_API_KEY=x\n")
+    settings = dict(SETTINGS, venv=str(tmp_path), env_file=str(env_file), dir=str(tmp_path), user="root",
+                    shutdown_timeout=30, version="0.32.0")
+    for name, unit in vllm_deploy.systemd_units([cpu_service], settings).items():
+        path = tmp_path / name
+        path.write_text(unit["text"])
+        result = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True, check=False)
+        assert result.returncode == 0 and result.stderr.strip() == "", result.stderr
+
+
+CPU_GOOD = dict(GOOD, vllm_models=[dict(CPU_MODEL)], vllm_device="gpu", vllm_cpu_kvcache_space_gib=4,
+                vllm_shutdown_timeout=30, vllm_version="0.11.0")
+
+
+def cpu_model(**changes):
+    return dict(CPU_GOOD, vllm_models=[dict(CPU_GOOD["vllm_models"][0], **changes)])
+
+
+def test_good_cpu_settings_pass():
+    assert vllm_deploy.check_settings(CPU_GOOD) == []
+    assert vllm_deploy.check_settings(cpu_model(device=None, dtype="float32", cpu_kvcache_space_gib="8")) != []
+    assert vllm_deploy.check_settings(dict(cpu_model(device=None, dtype="float32", cpu_kvcache_space_gib="8"),
+                                           vllm_device="cpu")) == []
+    assert vllm_deploy.check_settings(model(dtype="bfloat16")) == []
+
+
+@pytest.mark.parametrize("settings, fragment", [
+    (cpu_model(gpus=[0]), "vllm_models[0] (fast).gpus: a cpu model (device cpu) runs on no GPU"),
+    (dict(cpu_model(device=None, gpus=[0]), vllm_device="cpu"), "vllm_models[0] (fast).gpus: a cpu model"),
+    (cpu_model(tensor_parallel_size=2), "vllm_models[0] (fast).tensor_parallel_size: a cpu model"),
+    (cpu_model(gpu_memory_utilization=0.5), "vllm_models[0] (fast).gpu_memory_utilization: a cpu model"),
+    (cpu_model(nccl_p2p_disable=True), "vllm_models[0] (fast).nccl_p2p_disable: a cpu model"),
+    (cpu_model(device="tpu"), "vllm_models[0] (fast).device: 'tpu' is not gpu or cpu"),
+    (cpu_model(cpu_kvcache_space_gib=0.5), "vllm_models[0] (fast).cpu_kvcache_space_gib: 0.5 is not a whole number"),
+    (model(cpu_kvcache_space_gib=4), "vllm_models[0] (fast).cpu_kvcache_space_gib: only for a cpu model"),
+    (cpu_model(dtype="half"), "vllm_models[0] (fast).dtype: 'half' is not one of float16, bfloat16, float32"),
+    (cpu_model(model="/data/llm/models/a:b"), "vllm_models[0] (fast).model: '/data/llm/models/a:b'"),
+    (cpu_model(model="models/tiny dir"), "vllm_models[0] (fast).model: 'models/tiny dir' is not a Hugging Face"),
+    (cpu_model(revision="main"), "vllm_models[0] (fast).revision: a local model directory has no revision"),
+    (dict(CPU_GOOD, vllm_device="npu"), "vllm_device: 'npu' is not gpu or cpu"),
+    (dict(CPU_GOOD, vllm_cpu_kvcache_space_gib=0), "vllm_cpu_kvcache_space_gib: 0 is not a whole number of GiB"),
+    (dict(CPU_GOOD, vllm_shutdown_timeout="30s"), "vllm_shutdown_timeout: '30s' is not a whole number of seconds"),
+    (dict(CPU_GOOD, vllm_shutdown_timeout=-1), "vllm_shutdown_timeout: -1"),
+    (dict(CPU_GOOD, vllm_version="latest"), "vllm_version: 'latest' is not a vLLM version"),
+])
+def test_bad_cpu_and_path_settings_are_named(settings, fragment):
+    problems = vllm_deploy.check_settings(settings)
+    assert any(fragment in p for p in problems), problems

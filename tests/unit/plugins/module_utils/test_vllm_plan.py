@@ -187,12 +187,12 @@ def test_unknown_model_needs_architecture_or_config_json(tmp_path):
 def test_bad_input_names_the_model_and_key():
     with pytest.raises(vllm_plan.PlanError) as info:
         vllm_plan.plan(RTX3090, [
-            {"name": "a", "model": "Qwen/Qwen2.5-7B-Instruct", "dtype": "float32", "gpus": [9]},
+            {"name": "a", "model": "Qwen/Qwen2.5-7B-Instruct", "dtype": "float8", "gpus": [9]},
             {"name": "a", "model": "Qwen/Qwen2.5-7B-Instruct", "quantization": "int3", "flavour": 1},
             {"name": "c", "model": "Qwen/Qwen2.5-7B-Instruct", "max_model_len": 65536},
         ])
     text = str(info.value)
-    for fragment in ("model a (Qwen/Qwen2.5-7B-Instruct): dtype 'float32' is not float16 or bfloat16",
+    for fragment in ("model a (Qwen/Qwen2.5-7B-Instruct): dtype 'float8' is not float16, bfloat16 or float32",
                      "quantization 'int3' is not one of awq, gptq, fp8", "unknown keys flavour",
                      "models: name 'a' appears 2 times", "max_model_len 65536 is above the model's 32768 positions"):
         assert fragment in text
@@ -259,3 +259,136 @@ def test_custom_all_reduce_asked_for_across_the_sockets_is_refused():
     assert vllm_plan.plan(RTX3090, [dict(model, disable_custom_all_reduce=None)], sys_link)["services"]
     nvlink = {"links": {"GPU0": {"GPU1": "NV4"}, "GPU1": {"GPU0": "NV4"}}}
     assert vllm_plan.plan(RTX3090, [model], nvlink)["services"][0]["disable_custom_all_reduce"] is False
+
+
+# -- CPU models (vLLM's CPU backend) and local model directories ----------------------------------------------
+LLAMA_CPU = {"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "device": "cpu", "dtype": "bfloat16",
+             "max_model_len": 4096}
+TINY_FACTS = {"/data/llm/models/llmstack-tiny": {
+    "architecture": {"layers": 2, "attention_heads": 4, "kv_heads": 2, "head_dim": 32, "hidden_size": 64,
+                     "vocab_size": 2048, "tie": False, "max_position": 1024, "intermediate_size": 128,
+                     "params_b": 360768 / 1e9},
+    "torch_dtype": "bfloat16", "weight_bytes": 2 * 360768, "params": 360768, "quantization": None, "bits": None}}
+
+
+def test_a_cpu_model_is_sized_against_its_kv_cache_space_by_hand():
+    service = vllm_plan.plan([], [LLAMA_CPU], device="gpu", cpu_kvcache_space_gib=4,
+                             host_memory_mib=32768)["services"][0]
+    est = service["estimates"]
+    assert (service["device"], service["gpus"], service["tensor_parallel_size"]) == ("cpu", [], 1)
+    assert service["gpu_memory_utilization"] is None and service["cpu_kvcache_space_gib"] == 4
+    # KV: 2 x 32 layers x 8 KV heads x 128 x 2 bytes (bfloat16) = 131072 bytes per token; 4 GiB / 131072 = 32768
+    # tokens; 32768 / 4096 = 8 sequences at max_model_len.
+    assert est["kv_bytes_per_token"] == 131072 and est["kv_tokens"] == 32768
+    assert est["concurrency_at_max_len"] == 8.0 and est["kv_space_gib"] == 4
+    # Weights 8.03e9 x 2 x 1.02 = 16.3812e9 B = 15.26 GiB; host 32 GiB - 15.26 - 4 = 12.74 GiB left.
+    assert est["weights_gib"] == pytest.approx(15.26, abs=0.01)
+    assert est["host_memory_gib"] == 32.0 and est["host_free_gib"] == pytest.approx(12.74, abs=0.01)
+    # max_num_seqs: seed 002's rule on the KV space: min(256, floor(4 x 12)) = 48.
+    assert service["max_num_seqs"] == 48
+
+
+def test_the_per_model_space_and_device_override_the_defaults():
+    model = dict(LLAMA_CPU, device=None, cpu_kvcache_space_gib=2, max_model_len=8192)
+    service = vllm_plan.plan([], [model], device="cpu", cpu_kvcache_space_gib=4)["services"][0]
+    # 2 GiB / 131072 = 16384 tokens = 2 x 8192.
+    assert service["device"] == "cpu" and service["estimates"]["kv_tokens"] == 16384
+    assert service["cpu_kvcache_space_gib"] == 2 and service["estimates"]["concurrency_at_max_len"] == 2.0
+    assert "host_memory_gib" not in service["estimates"]
+
+
+def test_a_max_model_len_that_does_not_fit_the_kv_space_is_refused():
+    model = dict(LLAMA_CPU, max_model_len=32768, cpu_kvcache_space_gib=2)
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan([], [model])
+    # One 32768-token sequence: 32768 x 131072 B = 4 GiB; 2 GiB hold 16384 tokens: 2 GiB short.
+    message = str(info.value)
+    assert "model fast (meta-llama/Llama-3.1-8B-Instruct): one 32768-token sequence needs 4.00 GiB" in message
+    assert "cpu_kvcache_space_gib 2 GiB holds 16384 tokens: 2.00 GiB short" in message
+
+
+def test_weights_and_kv_space_above_the_host_memory_are_refused():
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan([], [LLAMA_CPU], host_memory_mib=16384)
+    # 15.26 GiB weights + 4 GiB KV cache space = 19.26 GiB > 16 GiB: 3.26 GiB over.
+    assert "weights 15.26 GiB + KV cache space 4 GiB = 19.26 GiB exceed the host's 16.00 GiB of memory by 3.26 GiB" \
+        in str(info.value)
+    two = [dict(LLAMA_CPU, name="a"), dict(LLAMA_CPU, name="b")]
+    with pytest.raises(vllm_plan.PlanError, match=r"the cpu models \(model a .*, model b .*\) need 38\.51 GiB"):
+        vllm_plan.plan([], two, host_memory_mib=32768)
+
+
+def test_float32_doubles_weights_and_kv_cache():
+    service = vllm_plan.plan([], [dict(LLAMA_CPU, dtype="float32", max_model_len=2048)])["services"][0]
+    est = service["estimates"]
+    # 8.03e9 x 4 x 1.02 = 32.7624e9 B = 30.51 GiB; KV 2 x 32 x 8 x 128 x 4 = 262144 B/token -> 16384 tokens.
+    assert est["weights_gib"] == pytest.approx(30.51, abs=0.01) and est["kv_bytes_per_token"] == 262144
+    assert est["kv_tokens"] == 16384 and service["dtype"] == "float32"
+    gpu = vllm_plan.plan(RTX3090, [{"name": "f", "model": "Qwen/Qwen2.5-7B-Instruct", "dtype": "float32",
+                                    "gpus": [0, 1], "max_model_len": 1024}])["services"][0]
+    # 7.62e9 x 4 / 2 x 1.02 = 15.5448e9 B = 14.48 GiB per GPU.
+    assert gpu["estimates"]["weights_gib_per_gpu"] == pytest.approx(14.48, abs=0.01)
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"gpus": [0]}, "gpus [0]: a cpu model (device cpu) runs on no GPU"),
+    ({"tensor_parallel_size": 2}, "tensor_parallel_size 2: a cpu model runs one process"),
+    ({"gpu_memory_utilization": 0.5}, "gpu_memory_utilization is for GPU models"),
+    ({"cpu_kvcache_space_gib": 0}, "cpu_kvcache_space_gib 0 is not a whole number of GiB >= 1"),
+    ({"device": "tpu"}, "device 'tpu' is not gpu or cpu"),
+    ({"device": "gpu", "cpu_kvcache_space_gib": 4}, "cpu_kvcache_space_gib is for cpu models"),
+])
+def test_cpu_refusals_name_the_model_and_key(changes, fragment):
+    with pytest.raises(vllm_plan.PlanError) as info:
+        vllm_plan.plan(RTX3090, [dict(LLAMA_CPU, **changes)])
+    assert any(fragment in p for p in info.value.problems), info.value.problems
+
+
+def test_cpu_models_need_no_gpus_and_gpu_models_still_do():
+    assert vllm_plan.plan([], [LLAMA_CPU])["services"][0]["device"] == "cpu"
+    with pytest.raises(vllm_plan.PlanError, match="gpus: no GPU to plan on"):
+        vllm_plan.plan([], [LLAMA_CPU, dict(PLATFORM_A[0], name="gpu")])
+    services = by_name(vllm_plan.plan(RTX3090, [LLAMA_CPU, dict(PLATFORM_A[0], name="gpu")]))
+    assert services["gpu"]["device"] == "gpu" and services["gpu"]["gpus"] == [0]
+    assert services["fast"]["gpus"] == [] and "weights_gib_per_gpu" not in services["fast"]["estimates"]
+
+
+def test_gpu_plans_are_unchanged_by_the_cpu_options():
+    before = vllm_plan.plan(RTX3090, PLATFORM_A, topo("topo-platform-a.txt"))
+    after = vllm_plan.plan(RTX3090, PLATFORM_A, topo("topo-platform-a.txt"), cpu_kvcache_space_gib=8,
+                           host_memory_mib=1024)
+    strip = [dict((k, v) for k, v in s.items() if k != "device") for s in after["services"]]
+    assert [dict((k, v) for k, v in s.items() if k != "device") for s in before["services"]] == strip
+    assert all(s["device"] == "gpu" for s in after["services"])
+
+
+def test_a_path_model_is_sized_from_its_facts_not_refused_for_the_catalog():
+    model = {"name": "fast", "model": "/data/llm/models/llmstack-tiny", "device": "cpu", "max_model_len": 1024}
+    service = vllm_plan.plan([], [model], model_facts=TINY_FACTS)["services"][0]
+    est = service["estimates"]
+    # KV: 2 x 2 layers x 2 KV heads x 32 (its explicit head_dim) x 2 bytes = 512 B/token; 4 GiB / 512 = 8388608.
+    assert est["kv_bytes_per_token"] == 512 and est["kv_tokens"] == 8388608
+    # Weights: 360768 params x 2 bytes x 1.02 = 735967 B.
+    assert est["weights_gib"] == pytest.approx(735967 / GIB, abs=0.01)
+    assert service["model"] == "/data/llm/models/llmstack-tiny" and service["name"] == "fast"
+    assert service["dtype"] == "bfloat16"      # a cpu model's default dtype
+    with pytest.raises(vllm_plan.PlanError, match="max_model_len 4096 is above the model's 1024 positions"):
+        vllm_plan.plan([], [dict(model, max_model_len=4096)], model_facts=TINY_FACTS)
+
+
+def test_a_path_model_without_facts_is_refused_and_its_name_never_looks_up_the_catalog():
+    model = {"name": "fast", "model": "/models/Llama-3.1-8B-Instruct", "device": "cpu", "max_model_len": 1024}
+    with pytest.raises(vllm_plan.PlanError, match="a local model directory that was not read"):
+        vllm_plan.plan([], [model])
+    facts = {"/models/Llama-3.1-8B-Instruct": TINY_FACTS["/data/llm/models/llmstack-tiny"]}
+    service = vllm_plan.plan([], [model], model_facts=facts)["services"][0]
+    assert service["estimates"]["kv_bytes_per_token"] == 512       # the directory's numbers, not the catalog's
+
+
+def test_a_quantized_path_model_is_sized_by_its_bytes_on_disk():
+    facts = {"/m/awq": dict(TINY_FACTS["/data/llm/models/llmstack-tiny"], quantization="awq", bits=4,
+                            weight_bytes=4 * GIB)}
+    model = {"name": "q", "model": "/m/awq", "device": "cpu", "max_model_len": 1024}
+    service = vllm_plan.plan([], [model], model_facts=facts)["services"][0]
+    # 4 GiB on disk x 1.02 = 4.08 GiB.
+    assert service["quantization"] == "awq" and service["estimates"]["weights_gib"] == pytest.approx(4.08, abs=0.01)
