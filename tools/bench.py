@@ -8,19 +8,38 @@
    second (issue #3).
 3. vllm_plan: 20 models over 8 GPUs (automatic placement, NVLink-aware, each model asking for a fraction) and
    the seed's platform A. Target: 20 models over 8 GPUs under a second (issue #6).
+Results to bench/results/module-utils.json.
+
+--smoke runs the same code with tiny sizes and one round (seconds), writing its results to a temporary directory
+(or --out), never to bench/results/: tests/integration/test_bench_smoke.py runs it, so that make bench cannot rot.
 """
 
+import argparse
+import json
 import os
+import platform
 import sys
+import tempfile
 import time
 import tracemalloc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), ".cache", "collections"))
+ROOT = os.path.dirname(HERE)
+# The checkout as ansible_collections.pvegpu.llmstack (make link), as tests/integration/conftest.py imports it: the
+# module_utils import each other by their collection names.
+COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+if not os.path.isfile(os.path.join(COLLECTIONS, "ansible_collections", "pvegpu", "llmstack", "galaxy.yml")):
+    sys.exit("bench: %s/ansible_collections/pvegpu/llmstack is missing: run make link" % COLLECTIONS)
+sys.path.insert(0, COLLECTIONS)
 sys.path.insert(0, HERE)
 
 import sysfs_fixture  # noqa: E402
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, nvidia, pci, vllm_plan  # noqa: E402,I001
+
+SITES = (("seeds (2 PVE hosts)", (2, 1, 3)), ("rack (16 PVE, 4 VMs each)", (16, 4, 50)),
+         ("large (100 PVE, 4 VMs each)", (100, 4, 500)), ("huge (250 PVE, 4 VMs each)", (250, 4, 1000)))
+SYSFS_DEVICES = (300, 1200)
+ROUNDS = 5
 
 
 def site(pve_hosts, vms_per_host, clients):
@@ -61,7 +80,7 @@ def site(pve_hosts, vms_per_host, clients):
     return {"groups": groups, "hosts": hosts}
 
 
-def measure(model, rounds=5):
+def measure(model, rounds=ROUNDS):
     best = None
     for _round in range(rounds):
         start = time.perf_counter()
@@ -91,17 +110,16 @@ def big_listing(devices):
     return sysfs_fixture.parse_listing("\n".join(lines))
 
 
-def bench_sysfs():
-    import tempfile
-
+def bench_sysfs(counts=SYSFS_DEVICES, rounds=ROUNDS):
+    out = {}
     print("\n%-28s %7s %7s %12s %12s" % ("sysfs tree", "devices", "gpus", "best (ms)", "peak (KiB)"))
-    for count in (300, 1200):
+    for count in counts:
         with tempfile.TemporaryDirectory() as root:
             sysfs_fixture.build_tree(big_listing(count), {"defaults": {"numa_node": 0, "driver": "vfio-pci",
                                                                        "link": ["16.0 GT/s PCIe", 16,
                                                                                 "16.0 GT/s PCIe", 16]}}, root)
             best = None
-            for _round in range(5):
+            for _round in range(rounds):
                 start = time.perf_counter()
                 facts = pci.read_tree(root)
                 elapsed = time.perf_counter() - start
@@ -112,9 +130,11 @@ def bench_sysfs():
             tracemalloc.stop()
         row = ("%d devices" % count, len(facts["devices"]), len(facts["gpus"]), best * 1000, peak / 1024)
         print("%-28s %7d %7d %12.1f %12.0f" % row)
+        out[row[0]] = {"devices": row[1], "gpus": row[2], "best_ms": round(row[3], 3), "peak_kib": round(row[4])}
+    return out
 
 
-def bench_vllm_plan():
+def bench_vllm_plan(rounds=ROUNDS):
     catalog = ["Qwen/Qwen2.5-7B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "mistralai/Mistral-7B-Instruct-v0.3",
                "Qwen/Qwen3-8B"]
     gpus = [{"index": i, "name": "NVIDIA A100-SXM4-80GB", "memory_mib": 81920, "compute_capability": "8.0"}
@@ -136,10 +156,11 @@ def bench_vllm_plan():
                                                    "max_model_len": 32768, "tensor_parallel_size": 2}
                                                   for i in range(4)]),
     }
+    out = {}
     print("\n%-28s %7s %9s %12s %12s" % ("vllm_plan", "models", "services", "best (ms)", "peak (KiB)"))
     for label, (case_gpus, case_topology, models) in cases.items():
         best = None
-        for _round in range(5):
+        for _round in range(rounds):
             start = time.perf_counter()
             result = vllm_plan.plan(case_gpus, models, case_topology)
             elapsed = time.perf_counter() - start
@@ -149,17 +170,36 @@ def bench_vllm_plan():
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         print("%-28s %7d %9d %12.1f %12.0f" % (label, len(models), len(result["services"]), best * 1000, peak / 1024))
+        out[label] = {"models": len(models), "services": len(result["services"]), "best_ms": round(best * 1000, 3),
+                      "peak_kib": round(peak / 1024)}
+    return out
 
 
-def main():
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny sizes, one round, results to a temporary directory (the tests run this)")
+    parser.add_argument("--out", help="the results file (default bench/results/module-utils.json; with --smoke a "
+                                      "temporary directory's)")
+    args = parser.parse_args(argv)
+    sites, sysfs_counts, rounds = (SITES[:2], (30,), 1) if args.smoke else (SITES, SYSFS_DEVICES, ROUNDS)
+    results = {"smoke": args.smoke, "rounds": rounds, "cpus": os.cpu_count(), "machine": platform.platform(),
+               "inventory": {}}
     print("%-28s %7s %9s %12s %12s" % ("case", "hosts", "problems", "best (ms)", "peak (KiB)"))
-    for label, args in (("seeds (2 PVE hosts)", (2, 1, 3)), ("rack (16 PVE, 4 VMs each)", (16, 4, 50)),
-                        ("large (100 PVE, 4 VMs each)", (100, 4, 500)), ("huge (250 PVE, 4 VMs each)", (250, 4, 1000))):
-        model = site(*args)
-        problems, best, peak = measure(model)
+    for label, sizes in sites:
+        model = site(*sizes)
+        problems, best, peak = measure(model, rounds)
         print("%-28s %7d %9d %12.1f %12.0f" % (label, len(model["hosts"]), problems, best * 1000, peak / 1024))
-    bench_sysfs()
-    bench_vllm_plan()
+        results["inventory"][label] = {"hosts": len(model["hosts"]), "problems": problems,
+                                       "best_ms": round(best * 1000, 3), "peak_kib": round(peak / 1024)}
+    results["sysfs"] = bench_sysfs(sysfs_counts, rounds)
+    results["vllm_plan"] = bench_vllm_plan(rounds)
+    out = args.out or os.path.join(tempfile.mkdtemp(prefix="bench-smoke-") if args.smoke
+                                   else os.path.join(ROOT, "bench", "results"), "module-utils.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as handle:
+        json.dump(results, handle, indent=2, sort_keys=True)
+    print("written to %s" % out)
     return 0
 
 

@@ -5,15 +5,21 @@ the pinned PyPI version from .venv-litellm, with the config the role renders for
 LiteLLM settings are measured: LiteLLM's defaults (1 worker, default logging) and the role's (litellm_workers =
 CPUs + 1, LITELLM_LOG=ERROR, the prometheus callback on). Then the TLS hop in front (issue #8): nginx and Caddy from
 Debian with the site/Caddyfile the tls_proxy role renders, a throwaway CA, the client trusting it. 1, 8 and 32
-concurrent streams; results to bench/results/.
+concurrent streams; results to bench/results/litellm-overhead.json.
 Everything (client, proxy, upstream) shares this machine's cores, so read the numbers as relative.
+
+--smoke runs the same code with tiny sizes (1 stream, 2 requests, the role's LiteLLM settings with 1 worker and the
+TLS hop only; 15-20 s here), writing its results to a temporary directory (or --out), never to bench/results/:
+tests/integration/test_bench_smoke.py runs it, so that make bench cannot rot. Exits 1 when a request failed.
 """
 
+import argparse
 import http.client
 import json
 import os
 import platform
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -22,11 +28,23 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The checkout as ansible_collections.pvegpu.llmstack (make link), as tests/integration/conftest.py imports it: the
+# module_utils import each other by their collection names, so they cannot be imported as plugins.module_utils.
+COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+if not os.path.isfile(os.path.join(COLLECTIONS, "ansible_collections", "pvegpu", "llmstack", "galaxy.yml")):
+    sys.exit("bench_litellm: %s/ansible_collections/pvegpu/llmstack is missing: run make link" % COLLECTIONS)
+sys.path.insert(0, COLLECTIONS)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import llm_load  # noqa: E402
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config, tls_proxy  # noqa: E402,I001
 
 LITELLM = os.path.join(ROOT, ".venv-litellm", "bin", "litellm")
-STREAMS = (1, 8, 32)
+# streams measured; requests per measurement (shared by the streams, at least min_per_stream each); warm-up; the
+# role's workers (None: its default, CPUs + 1; the smoke run starts one, as each worker imports LiteLLM for seconds)
+FULL = {"streams": (1, 8, 32), "requests": 96, "min_per_stream": 3, "warmup_streams": 8, "warmup_per_stream": 2,
+        "role_workers": None}
+SMOKE = {"streams": (1,), "requests": 2, "min_per_stream": 2, "warmup_streams": 1, "warmup_per_stream": 1,
+         "role_workers": 1}
 
 
 def free_port():
@@ -35,35 +53,64 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def wait(port, path, timeout=120):
+def start(args, log, env=None, cwd=None):
+    """A process in its own session (so that stop() ends its workers too), its output to ``log``."""
+    with open(log, "ab") as handle:
+        return subprocess.Popen(args, env=env, cwd=cwd, stdout=handle, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def stop(proc):
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, grace in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def tail(log, lines=20):
+    try:
+        with open(log, errors="replace") as handle:
+            return "".join(handle.readlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def wait(port, path, proc, log, timeout=300):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("%s exited with %s before answering on port %d:\n%s"
+                               % (proc.args[0], proc.returncode, port, tail(log)))
         try:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
             conn.request("GET", path)
             if conn.getresponse().status == 200:
                 return
-        except OSError:
+        except (OSError, http.client.HTTPException):
             pass
         time.sleep(0.3)
-    raise RuntimeError("nothing answered on port %d" % port)
+    raise RuntimeError("nothing answered on port %d within %d s:\n%s" % (port, timeout, tail(log)))
 
 
 def config(upstream_port, prometheus):
-    sys.path.insert(0, ROOT)
-    from plugins.module_utils import litellm_config  # noqa: E402 (plain Python, importable from the checkout)
-
     built = litellm_config.build({"gpu_vms": [{"host": "bench", "address": "127.0.0.1", "api_key": True,
                                                "models": [{"name": "fast", "port": upstream_port}]}],
                                   "prometheus": prometheus, "router": {"num_retries": 2, "timeout": 600}})
     return built["config"]
 
 
-def run_proxy(cfg, workers, log_level, env):
+def run_proxy(cfg, workers, log_level, env, work):
     import yaml
 
-    path = os.path.join(ROOT, ".cache", "bench-litellm.yaml")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = os.path.join(work, "litellm.yaml")
     with open(path, "w") as handle:
         yaml.safe_dump(cfg, handle)
     port = free_port()
@@ -73,15 +120,35 @@ def run_proxy(cfg, workers, log_level, env):
     proc_env = dict(env, LITELLM_LOCAL_MODEL_COST_MAP="True")
     if log_level:
         proc_env["LITELLM_LOG"] = log_level
-    proc = subprocess.Popen(args, env=proc_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait(port, "/health/liveliness")
+    log = os.path.join(work, "litellm-%d.log" % port)
+    proc = start(args, log, env=proc_env, cwd=work)
+    try:
+        wait(port, "/health/liveliness", proc, log)
+    except BaseException:
+        stop(proc)
+        raise
     return proc, port
 
 
-def measure(url, key, streams, context=None):
-    llm_load.run_load(url, key, "fast", max(streams, 8), requests_per_stream=2, context=context)  # warm-up
-    return llm_load.summarise(llm_load.run_load(url, key, "fast", streams, requests_per_stream=max(3, 96 // streams),
-                                                context=context))
+def measure(url, key, streams, sizes, context=None):
+    llm_load.run_load(url, key, "fast", max(streams, sizes["warmup_streams"]),
+                      requests_per_stream=sizes["warmup_per_stream"], context=context)
+    results = llm_load.run_load(url, key, "fast", streams,
+                                requests_per_stream=max(sizes["min_per_stream"], sizes["requests"] // streams),
+                                context=context)
+    summary = llm_load.summarise(results)
+    errors = [r["error"] for r in results if r["error"] is not None]
+    if errors:
+        summary["first_error"] = errors[0][:300]
+    return summary
+
+
+def minus(a, b):
+    return None if a is None or b is None else round(a - b, 1)
+
+
+def ms(value):
+    return "%6s" % "-" if value is None else "%+6.1f" % value
 
 
 def make_pki(work):
@@ -103,9 +170,6 @@ def make_pki(work):
 
 def run_tls_proxy(server, work, upstream_port):
     """nginx or Caddy in the foreground with what the tls_proxy role renders; returns (process, port)."""
-    sys.path.insert(0, ROOT)
-    from plugins.module_utils import tls_proxy  # noqa: E402
-
     port = free_port()
     settings = {"server": server, "certificate_source": "internal_ca", "listen_addresses": ["127.0.0.1"],
                 "port": port, "upstream_host": "127.0.0.1", "upstream_port": upstream_port, "server_names": [],
@@ -133,19 +197,22 @@ def run_tls_proxy(server, work, upstream_port):
             handle.write(tls_proxy.caddyfile(settings))
         args = ["caddy", "run", "--adapter", "caddyfile", "--config", caddyfile]
         env = dict(os.environ, HOME=work, XDG_DATA_HOME=work, XDG_CONFIG_HOME=work)
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = os.path.join(work, "%s.log" % server)
+    proc = start(args, log, env=env, cwd=work)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return proc, port
         except OSError:
             time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("%s did not listen on %d" % (server, port))
+    stop(proc)
+    raise RuntimeError("%s did not listen on %d:\n%s" % (server, port, tail(log)))
 
 
-def tls_hop(litellm_port, key, direct, litellm_rows):
+def tls_hop(litellm_port, key, direct, litellm_rows, sizes):
     """TTFT through tls_proxy + LiteLLM (role defaults), against direct and against LiteLLM alone."""
     out = {}
     work = tempfile.mkdtemp(prefix="bench-tls-")
@@ -159,81 +226,115 @@ def tls_hop(litellm_port, key, direct, litellm_rows):
             proc, port = run_tls_proxy(server, work, litellm_port)
             try:
                 rows = {}
-                for n in STREAMS:
-                    proxied = measure("https://127.0.0.1:%d" % port, key, n, context=context)
+                for n in sizes["streams"]:
+                    proxied = measure("https://127.0.0.1:%d" % port, key, n, sizes, context=context)
                     alone = litellm_rows[n]["proxied"]
                     rows[n] = {"proxied": proxied,
-                               "added_ttft_p50_ms": round(proxied["ttft_p50_ms"] - direct[n]["ttft_p50_ms"], 1),
-                               "added_ttft_p99_ms": round(proxied["ttft_p99_ms"] - direct[n]["ttft_p99_ms"], 1),
-                               "tls_hop_ttft_p50_ms": round(proxied["ttft_p50_ms"] - alone["ttft_p50_ms"], 1),
-                               "tls_hop_ttft_p99_ms": round(proxied["ttft_p99_ms"] - alone["ttft_p99_ms"], 1),
+                               "added_ttft_p50_ms": minus(proxied["ttft_p50_ms"], direct[n]["ttft_p50_ms"]),
+                               "added_ttft_p99_ms": minus(proxied["ttft_p99_ms"], direct[n]["ttft_p99_ms"]),
+                               "tls_hop_ttft_p50_ms": minus(proxied["ttft_p50_ms"], alone["ttft_p50_ms"]),
+                               "tls_hop_ttft_p99_ms": minus(proxied["ttft_p99_ms"], alone["ttft_p99_ms"]),
                                "gap_p99_ms": proxied["gap_p99_ms"]}
                 out[server] = rows
             finally:
-                proc.terminate()
-                proc.wait(timeout=30)
+                stop(proc)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
 
 
-def main():
-    if not os.path.exists(LITELLM):
-        print("bench_litellm: %s missing (make setup)" % LITELLM)
-        return 1
+def bench(sizes, smoke, work):
     version = subprocess.run([os.path.join(ROOT, ".venv-litellm", "bin", "python"), "-c",
                               "import importlib.metadata as m; print(m.version('litellm'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
     upstream_port = free_port()
-    upstream = subprocess.Popen([sys.executable, os.path.join(ROOT, "tools", "fake_vllm.py"), "--port",
-                                 str(upstream_port), "--served-model", "fast", "--name", "bench", "--api-key", "k",
-                                 "--cadence-ms", "20"])
-    wait(upstream_port, "/health")
-    env = dict(os.environ, VLLM_API_KEY_BENCH="k", LITELLM_MASTER_KEY="sk-bench-" + os.urandom(8).hex())
-    direct = dict((n, measure("http://127.0.0.1:%d" % upstream_port, "k", n)) for n in STREAMS)
-    results = {"litellm_version": version, "cpus": os.cpu_count(), "machine": platform.platform(),
-               "upstream": "tools/fake_vllm.py, 8 chunks 20 ms apart", "direct": direct, "settings": {}}
-    role_workers = (os.cpu_count() or 3) + 1
-    for label, workers, log_level, prometheus in (
-            ("litellm defaults (1 worker)", None, None, False),
-            ("role defaults (%d workers, ERROR, prometheus)" % role_workers, role_workers, "ERROR", True),
-            ("role, litellm_prometheus false", role_workers, "ERROR", False)):
-        proc, port = run_proxy(config(upstream_port, prometheus), workers, log_level, env)
-        try:
-            rows = {}
-            for n in STREAMS:
-                proxied = measure("http://127.0.0.1:%d" % port, env["LITELLM_MASTER_KEY"], n)
-                rows[n] = {"proxied": proxied,
-                           "added_ttft_p50_ms": round(proxied["ttft_p50_ms"] - direct[n]["ttft_p50_ms"], 1),
-                           "added_ttft_p99_ms": round(proxied["ttft_p99_ms"] - direct[n]["ttft_p99_ms"], 1),
-                           "gap_p99_ms": proxied["gap_p99_ms"]}
-            results["settings"][label] = rows
-            if label.startswith("role defaults"):
-                results["tls_proxy"] = tls_hop(port, env["LITELLM_MASTER_KEY"], direct, rows)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-    upstream.terminate()
-    out = os.path.join(ROOT, "bench", "results", "litellm-overhead.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as handle:
-        json.dump(results, handle, indent=2, sort_keys=True)
-    print("LiteLLM %s overhead (added TTFT p50/p99 ms, gap p99 ms) on %d CPUs" % (version, os.cpu_count()))
+    log = os.path.join(work, "fake_vllm.log")
+    upstream = start([sys.executable, os.path.join(ROOT, "tools", "fake_vllm.py"), "--port", str(upstream_port),
+                      "--served-model", "fast", "--name", "bench", "--api-key", "k", "--cadence-ms", "20"], log)
+    try:
+        wait(upstream_port, "/health", upstream, log)
+        env = dict(os.environ, VLLM_API_KEY_BENCH="k", LITELLM_MASTER_KEY="sk-bench-" + os.urandom(8).hex())
+        direct = dict((n, measure("http://127.0.0.1:%d" % upstream_port, "k", n, sizes)) for n in sizes["streams"])
+        results = {"litellm_version": version, "cpus": os.cpu_count(), "machine": platform.platform(),
+                   "smoke": smoke, "upstream": "tools/fake_vllm.py, 8 chunks 20 ms apart", "direct": direct,
+                   "settings": {}}
+        role_workers = sizes["role_workers"] or (os.cpu_count() or 3) + 1
+        settings = [("litellm defaults (1 worker)", None, None, False),
+                    ("role defaults (%d workers, ERROR, prometheus)" % role_workers, role_workers, "ERROR", True),
+                    ("role, litellm_prometheus false", role_workers, "ERROR", False)]
+        if smoke:
+            settings = settings[1:2]
+        for label, workers, log_level, prometheus in settings:
+            proc, port = run_proxy(config(upstream_port, prometheus), workers, log_level, env, work)
+            try:
+                rows = {}
+                for n in sizes["streams"]:
+                    proxied = measure("http://127.0.0.1:%d" % port, env["LITELLM_MASTER_KEY"], n, sizes)
+                    rows[n] = {"proxied": proxied,
+                               "added_ttft_p50_ms": minus(proxied["ttft_p50_ms"], direct[n]["ttft_p50_ms"]),
+                               "added_ttft_p99_ms": minus(proxied["ttft_p99_ms"], direct[n]["ttft_p99_ms"]),
+                               "gap_p99_ms": proxied["gap_p99_ms"]}
+                results["settings"][label] = rows
+                if label.startswith("role defaults"):
+                    results["tls_proxy"] = tls_hop(port, env["LITELLM_MASTER_KEY"], direct, rows, sizes)
+            finally:
+                stop(proc)
+    finally:
+        stop(upstream)
+    return results
+
+
+def report(results):
+    """Prints the table; returns the number of failed requests."""
+    version, cpus = results["litellm_version"], results["cpus"]
+    failed = sum(row["errors"] for row in results["direct"].values())
+    print("LiteLLM %s overhead (added TTFT p50/p99 ms, gap p99 ms) on %d CPUs" % (version, cpus))
     for label, rows in results["settings"].items():
         for n, row in rows.items():
-            print("  %-46s %2d streams: +%6.1f / +%6.1f   gap p99 %6.1f  errors %d"
-                  % (label, n, row["added_ttft_p50_ms"], row["added_ttft_p99_ms"], row["gap_p99_ms"] or 0,
+            failed += row["proxied"]["errors"]
+            print("  %-46s %2d streams: %s / %s   gap p99 %6.1f  errors %d"
+                  % (label, n, ms(row["added_ttft_p50_ms"]), ms(row["added_ttft_p99_ms"]), row["gap_p99_ms"] or 0,
                      row["proxied"]["errors"]))
     for server, rows in results.get("tls_proxy", {}).items():
         if isinstance(rows, str):
             print("  tls_proxy %s: %s" % (server, rows))
             continue
         for n, row in rows.items():
-            print("  tls_proxy %-6s + role LiteLLM %2d streams: +%6.1f / +%6.1f vs direct (TLS hop %+6.1f / %+6.1f)"
+            failed += row["proxied"]["errors"]
+            print("  tls_proxy %-6s + role LiteLLM %2d streams: %s / %s vs direct (TLS hop %s / %s)"
                   "   gap p99 %6.1f  errors %d"
-                  % (server, n, row["added_ttft_p50_ms"], row["added_ttft_p99_ms"], row["tls_hop_ttft_p50_ms"],
-                     row["tls_hop_ttft_p99_ms"], row["gap_p99_ms"] or 0, row["proxied"]["errors"]))
+                  % (server, n, ms(row["added_ttft_p50_ms"]), ms(row["added_ttft_p99_ms"]),
+                     ms(row["tls_hop_ttft_p50_ms"]), ms(row["tls_hop_ttft_p99_ms"]), row["gap_p99_ms"] or 0,
+                     row["proxied"]["errors"]))
+    return failed
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true",
+                        help="1 stream, 2 requests, the role's settings (1 worker) only; results to a temporary "
+                             "directory (the tests run this)")
+    parser.add_argument("--out", help="the results file (default bench/results/litellm-overhead.json; with --smoke "
+                                      "a temporary directory's)")
+    args = parser.parse_args(argv)
+    if not os.path.exists(LITELLM):
+        print("bench_litellm: %s missing (make setup)" % LITELLM)
+        return 1
+    work = tempfile.mkdtemp(prefix="bench-litellm-")
+    try:
+        results = bench(SMOKE if args.smoke else FULL, args.smoke, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = args.out or os.path.join(tempfile.mkdtemp(prefix="bench-smoke-") if args.smoke
+                                   else os.path.join(ROOT, "bench", "results"), "litellm-overhead.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as handle:
+        json.dump(results, handle, indent=2, sort_keys=True)
+    failed = report(results)
     print("written to %s" % out)
+    if failed:
+        print("bench_litellm: %d requests failed (first_error in the results)" % failed)
+        return 1
     return 0
 
 
