@@ -39,7 +39,7 @@ MOLECULE_SCENARIOS := $(MOLECULE_LONGEST) $(filter-out $(MOLECULE_LONGEST),\
 # pytest exits 5 when it collects no test: an empty stage is not a failure.
 PYTEST = rc=0; $(PY) -m pytest $(1) || rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected in $(1)"; rc=0; fi; exit $$rc
 
-.PHONY: help setup apt venv venv-litellm link image test test-quick lint sanity units molecule integration \
+.PHONY: help setup apt venv venv-litellm link image model test test-quick lint sanity units molecule integration \
 	lab lab-up lab-down docs docs-check build ee bench clean
 
 help:
@@ -56,7 +56,7 @@ help:
 setup:
 	$(MAKE) --no-print-directory apt
 	$(MAKE) --no-print-directory -j3 venv venv-litellm image
-	$(MAKE) --no-print-directory link
+	$(MAKE) --no-print-directory link model
 
 apt:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -87,18 +87,24 @@ link:
 	@ln -sfn ../../../.. $(COLLECTION_LINK)
 	@test -f $(COLLECTION_LINK)/galaxy.yml
 
-# The base images (debootstrap), then the lab's service images built from them (tests/harness/lab: Docker hosts,
-# LiteLLM from PyPI, Prometheus & co from Debian, the GPU stand-ins); each is rebuilt only when its sources change.
+# The base images (debootstrap; Debian 12 for the real vLLM's Python 3.11), then the lab's service images built from
+# them (tests/harness/lab: Docker hosts, LiteLLM from PyPI, Prometheus & co from Debian, the real vLLM on its CPU
+# backend, the GPU stand-ins); each is rebuilt only when its sources change.
 image: apt
 	tools/build-image.sh
 	tools/build-image.sh --systemd
+	LLMSTACK_IMAGE_SUITE=bookworm LLMSTACK_IMAGE=localhost/llmstack-debian12 tools/build-image.sh
 	tools/build-lab-images.sh
+
+# The lab's tiny model for the real vLLM (tools/build_tiny_model.py: offline, seeded; rebuilt when its inputs change).
+model: venv
+	$(PY) tools/build_tiny_model.py
 
 # ---------------------------------------------------------------- tests
 # Each stage's time is printed (CI's budget is 45 minutes on a fresh 2-core machine, setup included).
 # tools/run-tests.sh runs two lanes side by side: lint, units, integration (one after the other) and, in the
 # background, molecule then sanity: molecule mostly waits on podman and apt, the others keep both cores busy.
-test: link image
+test: link image model
 	MAKE="$(MAKE)" tools/run-tests.sh
 
 test-quick: lint units

@@ -25,8 +25,10 @@ keeps a host from another VLAN's service is network_policy's table (loaded in ev
 host with
 `llmstack_lab_sysfs_fixture: NAME` gets the sysfs tree built from tests/fixtures/sysfs/NAME mounted
 read-only at its `llmstack_sysfs_root`, and `llmstack_lab_files: {PATH_IN_CONTAINER: REPO_PATH}` mounts
-recorded files (kernel logs, command lines) read-only. The fakepve password is generated per lab into
-.cache/lab (0600).
+recorded files (kernel logs, command lines) read-only. A host with `llmstack_lab_models: PATH` gets the lab's
+models (.cache/models: tools/build_tiny_model.py) read-only at PATH, as a site's model disk, and one with
+`llmstack_lab_vllm_runtime: IMAGE` that image mounted read-only at /opt/llmstack-lab/vllm-cpu-root (the real vLLM of
+the systemd deploy method: tests/harness/lab/vllm). The fakepve password is generated per lab into .cache/lab (0600).
 """
 
 import argparse
@@ -49,6 +51,8 @@ IMAGE = os.environ.get("LLMSTACK_IMAGE", "localhost/llmstack-debian13")
 HOST_IMAGE = "localhost/llmstack-lab-host:0.1"
 SERVICE_IMAGE = re.compile(r"^localhost/llmstack-lab-[a-z0-9-]+:[A-Za-z0-9_.-]+$")
 LABEL = "io.llmstack.lab=1"
+MODELS = os.path.join(ROOT, ".cache", "models")
+VLLM_RUNTIME = "/opt/llmstack-lab/vllm-cpu-root"
 NETWORK_PREFIX = "llmstack-lab-"
 # The lab connects with the harness's pipelining wrapper of containers.podman.podman (one `podman exec` per task).
 PODMAN_CONNECTIONS = ("podman_pipelined", "containers.podman.podman")
@@ -121,8 +125,11 @@ def ensure_networks(hostvars):
 
 
 def service_images(hv):
-    """The lab's service images this host's variables name (vllm_image, litellm_image, monitoring_*_image...)."""
-    return sorted({value for value in hv.values() if isinstance(value, str) and SERVICE_IMAGE.match(value)})
+    """The lab's service images this host's variables name (vllm_image, litellm_image, monitoring_*_image..., and a
+    model's own image in vllm_models)."""
+    values = [value for key, value in hv.items() if key != "llmstack_lab_vllm_runtime"]  # mounted, not loaded
+    values += [model.get("image") for model in hv.get("vllm_models") or [] if isinstance(model, dict)]
+    return sorted({value for value in values if isinstance(value, str) and SERVICE_IMAGE.match(value)})
 
 
 def run_args(host, hv):
@@ -135,11 +142,17 @@ def run_args(host, hv):
     if hv.get("llmstack_lab_docker"):
         data = os.path.join(STATE, "docker", hv.get("ansible_host", host))
         os.makedirs(data, mode=0o700, exist_ok=True)
+        # /dev/shm as a VM has it (half its memory, not podman's 64 MB): vLLM's engine puts a 160 MiB ring buffer
+        # there, and its compose services share the host's (ipc: host).
         args += ["--privileged", "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-                 "--volume", "%s:/var/lib/docker" % data]
+                 "--volume", "%s:/var/lib/docker" % data, "--shm-size", "2g"]
     else:
         # network_policy loads its nftables table in the host's own network namespace, as on a real host.
         args += ["--cap-add", "NET_ADMIN"]
+    if hv.get("llmstack_lab_models"):
+        args += ["--volume", "%s:%s:ro" % (MODELS, hv["llmstack_lab_models"])]
+    if hv.get("llmstack_lab_vllm_runtime"):
+        args += ["--mount", "type=image,source=%s,destination=%s" % (hv["llmstack_lab_vllm_runtime"], VLLM_RUNTIME)]
     return args
 
 
@@ -188,15 +201,20 @@ def add_routes(name, hv, interfaces):
         run(["nsenter", "-t", pid, "-n", "ip", "route", "replace", cidr, "via", gateway], capture=True)
 
 
-def load_images(name, images, timeout=120):
-    """Load the service images into the Docker of container ``name`` (once Docker answers); already there: kept."""
+def load_images(name, images, timeout=600):
+    """Load the service images into the Docker of container ``name`` (once Docker answers); already there: kept.
+    The smallest first; the real vLLM's image (3.7 GB) takes about two minutes."""
     deadline = time.time() + timeout
     while run(["podman", "exec", name, "docker", "info", "--format", "{{.ID}}"], check=False,
               capture=True).returncode != 0:
         if time.time() > deadline:
             sys.exit("lab: Docker in %s did not answer within %d s" % (name, timeout))
         time.sleep(1)
-    for image in images:
+    def size(image):
+        got = run(["podman", "image", "inspect", "--format", "{{.Size}}", image], check=False, capture=True)
+        return int(got.stdout.strip()) if got.returncode == 0 and got.stdout.strip().isdigit() else 0
+
+    for image in sorted(images, key=size):
         if run(["podman", "exec", name, "docker", "image", "inspect", image], check=False,
                capture=True).returncode == 0:
             continue
@@ -380,6 +398,11 @@ def start_containers(hostvars, groups):
         say("building the lab's images")
         run([os.path.join(ROOT, "tools", "build-image.sh"), "--systemd"])
         run([os.path.join(ROOT, "tools", "build-lab-images.sh")])
+    if any(hv.get("llmstack_lab_models") for hv in hostvars.values()) and \
+            run([sys.executable, os.path.join(ROOT, "tools", "build_tiny_model.py"), "--check"],
+                check=False).returncode != 0:
+        say("building the lab's tiny model")
+        run([sys.executable, os.path.join(ROOT, "tools", "build_tiny_model.py")])
     ensure_networks(hostvars)
     interfaces = bridges(hostvars)
     loads = []
@@ -441,6 +464,24 @@ def address(hv, vlan):
     return next((i.get("address") for i in hv.get("llmstack_interfaces") or [] if i.get("vlan") == vlan), None)
 
 
+def model_servers(hostvars, groups, gateway):
+    """Which model server answers each deployment: asked from the gateway host (the only host the policy lets reach
+    them), the real vLLM says its version on /version; the stand-in has no /version."""
+    for host in groups.get("gpu_vms", []):
+        hv = hostvars[host]
+        for model in hv.get("vllm_models") or []:
+            where = "%s:%s" % (address(hv, "inference"), model.get("port"))
+            got = run(["podman", "exec", gateway, "curl", "-sf", "--max-time", "5", "http://%s/version" % where],
+                      check=False, capture=True)
+            try:
+                server = "vLLM %s (the real server%s)" % (json.loads(got.stdout)["version"], ", CPU backend"
+                                                          if model.get("device") == "cpu" else "")
+            except (ValueError, KeyError, TypeError):
+                server = "the vLLM stand-in (tools/fake_vllm.py)" if got.returncode == 22 else "not answering"
+            print("  Model %-9s on %-10s %-21s %s, %s" % (model.get("name"), host, where, server,
+                                                          hv.get("vllm_deploy_method", "compose")))
+
+
 def try_it(hostvars, groups):
     """The exact curl that streams an answer through the TLS proxy and LiteLLM, and where Prometheus is."""
     gateways = groups.get("llm_gateways", [])
@@ -457,8 +498,9 @@ def try_it(hostvars, groups):
         if result.returncode == 0:
             with open(ca, "w") as handle:
                 handle.write(result.stdout)
-            print("  Try it: a streamed answer from model 'fast' through the TLS proxy, LiteLLM and a GPU VM's vLLM "
-                  "stand-in\n    (the lab's CA copied to %s; LiteLLM runs without its database here, so the "
+            model_servers(hostvars, groups, name)
+            print("  Try it: a streamed answer from model 'fast' through the TLS proxy, LiteLLM and a GPU VM's real "
+                  "vLLM\n    (the lab's CA copied to %s; LiteLLM runs without its database here, so the "
                   "master key it is):" % os.path.relpath(ca, ROOT))
             print("    curl -N --cacert %s https://%s/v1/chat/completions \\\n"
                   "      -H \"Authorization: Bearer $(podman exec %s cat /opt/llm-gateway/secrets/master_key)\" "

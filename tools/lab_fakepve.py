@@ -90,17 +90,20 @@ async def _add_routes(host):
     return 0, ""
 
 
-def _load_images(host):
-    """Load the guest's service images into its Docker in the background (tools/lab.py load-images): the start task
-    returns when the guest runs, as PVE's does; the images are there long before a role starts a compose project."""
+async def _load_images(host):
+    """Load the guest's service images into its Docker (tools/lab.py load-images; an image already there is kept)
+    before the start task ends: the compose projects of the roles need them, and the real vLLM's image (3.7 GB) takes
+    minutes to load - a start task that returned at once left the vllm role's `compose up` to pull from a registry
+    that does not exist. A real VM's start task ends sooner; its images come from a registry. Returns (rc, output)."""
     if not host.get("images") or not host.get("load_command"):
-        return
-    import subprocess
-
-    with open(os.path.join(os.path.dirname(host["load_command"][1]), "..", ".cache", "lab",
-                           "load-%s.log" % host["container"]), "a") as log:
-        subprocess.Popen(host["load_command"] + [host["container"]] + host["images"], stdout=log,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+        return 0, ""
+    log_path = os.path.join(os.path.dirname(host["load_command"][1]), "..", ".cache", "lab",
+                            "load-%s.log" % host["container"])
+    with open(log_path, "a") as log:
+        proc = await asyncio.create_subprocess_exec(*(host["load_command"] + [host["container"]] + host["images"]),
+                                                    stdout=log, stderr=asyncio.subprocess.STDOUT)
+        rc = await proc.wait()
+    return rc, "" if rc == 0 else "loading its images failed (see %s)" % log_path
 
 
 async def sync_guest(host, running, remove=False):
@@ -116,12 +119,14 @@ async def sync_guest(host, running, remove=False):
                                 *host.get("command", ["sleep", "infinity"]))
         if rc == 0:
             rc, out = await _add_routes(host)
-            _load_images(host)
+        if rc == 0:
+            rc, out = await _load_images(host)
     elif running and state != "running":
         rc, out = await _podman("start", name)
         if rc == 0:
             rc, out = await _add_routes(host)
-            _load_images(host)
+        if rc == 0:
+            rc, out = await _load_images(host)
     elif not running and exists and state == "running":
         rc, out = await _podman("stop", "-t", "0", name)
     else:
@@ -181,7 +186,20 @@ def lab_pve_class():
                         vm.status = vm.qmpstatus = "stopped"
                     raise TaskError(error)
                 return note
-            return await super().task(node, ttype, tid, user, with_guest, vm=vm, lock=lock, log=log)
+            if not host.get("images"):
+                return await super().task(node, ttype, tid, user, with_guest, vm=vm, lock=lock, log=log)
+            # A guest whose images must be loaded: the task runs in the background and the API answers with its UPID
+            # at once, as PVE's does (fakepve runs tasks inline at time_scale 0, and loading takes minutes); the
+            # caller polls the task's status (pve_vm waits up to its task_timeout).
+            before = len(self.tasklog)
+            running = asyncio.ensure_future(super().task(node, ttype, tid, user, with_guest, vm=vm, lock=lock,
+                                                         log=log))
+            while not running.done():
+                mine = [r for r in self.tasklog[before:] if r["type"] == ttype and r["id"] == str(tid)]
+                if mine:
+                    return mine[0]["upid"]
+                await asyncio.sleep(0)
+            return running.result()
 
         def _import_volume(self, source, user):
             """{size} of an import source volume (a file of import_dir for local:import/<name>)."""

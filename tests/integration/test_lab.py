@@ -155,9 +155,10 @@ def test_every_host_holds_its_network_fact(running_lab):
 
 
 def test_vllm_is_deployed_on_the_gpu_vms_with_the_gpus_of_its_plan(running_lab):
-    """No GPU in the lab: vllm plans on recorded nvidia-smi output and writes its files (compose on lab-gpu-a,
-    systemd units on lab-gpu-b), ports on its inference-VLAN address only; the compose services asked Docker for
-    the GPUs of the plan (the lab's stand-in for NVIDIA's runtime hook records what each container asked for)."""
+    """No GPU in the lab: vllm plans the GPU models on recorded nvidia-smi output and writes its files (compose on
+    lab-gpu-a, systemd units on lab-gpu-b), ports on its inference-VLAN address only; the compose services asked
+    Docker for the GPUs of the plan (the lab's stand-in for NVIDIA's runtime hook records what each container asked
+    for) and the CPU model (`fast`, the real vLLM) for none."""
     import yaml
 
     compose = podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/llm-inference/docker-compose.yml")
@@ -170,7 +171,7 @@ def test_vllm_is_deployed_on_the_gpu_vms_with_the_gpus_of_its_plan(running_lab):
     mode = podman("exec", "llmstack-lab-gpu-b", "stat", "-c", "%a", "/opt/llm-inference/secrets/api_key")
     assert mode.stdout.strip() == "600"
     asked = podman("exec", "llmstack-lab-gpu-a", "cat", "/run/llmstack-lab/gpu-requests.log").stdout.split("\n")
-    assert sorted({line.split()[2] for line in asked if line.strip()}) == ["0", "1", "all"]  # fast, balanced, dcgm
+    assert sorted({line.split()[2] for line in asked if line.strip()}) == ["1", "all"]  # balanced, dcgm
 
 
 def test_the_gateway_routes_to_the_gpu_vms_with_their_keys(running_lab):
@@ -263,7 +264,12 @@ def gateway_client(tmp_path_factory):
     return ssl.create_default_context(cafile=str(ca)), key
 
 
-def stream_chat(context, key, model="fast"):
+class Events(list):
+    """The events of a streamed answer, and the deployment LiteLLM sent it to (its x-litellm-model-api-base)."""
+    api_base = None
+
+
+def stream_chat(context, key, model="fast", max_tokens=8):
     """POST a streamed chat completion to the gateway; [(arrival time, event)] as the events become readable."""
     import http.client
     import time
@@ -272,11 +278,12 @@ def stream_chat(context, key, model="fast"):
     try:
         conn.request("POST", "/v1/chat/completions", headers={"Authorization": "Bearer " + key,
                                                               "Content-Type": "application/json"},
-                     body=json.dumps({"model": model, "stream": True, "max_tokens": 8,
+                     body=json.dumps({"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
                                       "messages": [{"role": "user", "content": "Hello"}]}).encode())
         response = conn.getresponse()
         assert response.status == 200, response.read()[:500]
-        buffer, events = b"", []
+        buffer, events = b"", Events()
+        events.api_base = response.getheader("x-litellm-model-api-base")
         while True:
             data = response.read1(65536)
             if not data:
@@ -290,6 +297,30 @@ def stream_chat(context, key, model="fast"):
     finally:
         conn.close()
     return events
+
+
+def gateway_post(context, key, path, body):
+    """POST a JSON request to the gateway (TLS, the master key); the JSON answer."""
+    import http.client
+
+    conn = http.client.HTTPSConnection(GATEWAY, 443, context=context, timeout=60)
+    try:
+        conn.request("POST", path, headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"},
+                     body=json.dumps(body).encode())
+        response = conn.getresponse()
+        data = response.read()
+        assert response.status == 200, data[:500]
+        return json.loads(data)
+    finally:
+        conn.close()
+
+
+def wait_until_served(base, timeout=180):
+    """Wait until a model server answers /health again, asked from the gateway host (the real vLLM takes 30-60 s to
+    start)."""
+    health = base.rsplit("/v1", 1)[0] + "/health"
+    wait_for(lambda: podman("exec", "llmstack-lab-gateway", "curl", "-sf", "--max-time", "5", health).returncode == 0,
+             timeout, "%s healthy again" % base)
 
 
 def content_of(events):
@@ -316,18 +347,72 @@ def wait_for(probe, timeout, what):
 def test_a_streamed_answer_arrives_chunk_by_chunk_through_tls_proxy_litellm_and_a_gpu_vm(
         running_lab, tmp_path_factory):
     """The whole path a client uses: TLS (the lab's internal CA) on lab-gateway's apps address -> Caddy -> LiteLLM
-    (from PyPI, in Docker) -> a GPU VM's model server (the vLLM stand-in, 8 tokens 20 ms apart) on the inference
-    VLAN. The tokens arrive as the model server sends them, not all at the end (a buffering hop would deliver them
-    at once), and the answer names the GPU VM that served it."""
+    (from PyPI, in Docker) -> a GPU VM's model server on the inference VLAN. Timed on the stand-in (`balanced`: 8
+    tokens 20 ms apart, a pace the test can rely on; the real server's tiny model is faster than any hop's
+    buffering could show): the tokens arrive as the model server sends them, not all at the end (a buffering hop
+    would deliver them at once), and the answer names the GPU VM that served it."""
     context, key = gateway_client(tmp_path_factory)
-    events = stream_chat(context, key)
+    events = stream_chat(context, key, model="balanced")
     tokens = [(t, e) for t, e in events if isinstance(e, dict) and e.get("choices")
               and e["choices"][0]["delta"].get("content")]
     assert len(tokens) == 8, events
     assert events[-1][1] == b"[DONE]"
     # 7 gaps of 20 ms at the source: spread over at least half of that on arrival.
     assert tokens[-1][0] - tokens[0][0] >= 0.07, [round(t - tokens[0][0], 3) for t, _e in tokens]
-    assert content_of(events).split() in (["lab-gpu-a"] * 8, ["lab-gpu-b"] * 8)
+    assert content_of(events).split() == ["lab-gpu-a"] * 8
+    assert events.api_base == "http://172.30.20.20:8002/v1"
+
+
+REAL_FAST = {"http://172.30.20.20:8001/v1": "lab-gpu-a", "http://172.30.20.21:8001/v1": "lab-gpu-b"}
+
+
+def vllm_get(base, path, key=None):
+    """GET from a model server, from the gateway host (the only host the policy lets reach it): the JSON answer."""
+    cmd = ["exec", "llmstack-lab-gateway", "curl", "-sf", "--max-time", "10"]
+    if key:
+        cmd += ["-H", "Authorization: Bearer " + key]
+    got = podman(*(cmd + [base.rsplit("/v1", 1)[0] + path]))
+    assert got.returncode == 0, (base, path, got.returncode, got.stderr)
+    return json.loads(got.stdout)
+
+
+def test_the_real_vllm_answers_streamed_and_whole_through_tls_proxy_and_litellm(running_lab, tmp_path_factory):
+    """`fast` is the real vLLM (0.32.0, CPU backend) on both GPU VMs, compose on lab-gpu-a and systemd on lab-gpu-b,
+    serving the lab's tiny model. Through TLS -> Caddy -> LiteLLM, streamed answers end with [DONE] and a
+    finish_reason, whole answers carry vLLM's usage; over a few requests both deployments answer, and each one that
+    answered says it is vLLM 0.32.0 serving `fast` from the model directory with the planned max length."""
+    import time
+
+    context, key = gateway_client(tmp_path_factory)
+    for base in REAL_FAST:
+        wait_until_served(base)
+    seen, deadline = set(), time.monotonic() + 90  # a deployment LiteLLM cooled down after a failure comes back
+    while seen != set(REAL_FAST) and time.monotonic() < deadline:
+        events = stream_chat(context, key, max_tokens=16)
+        assert events.api_base in REAL_FAST, events.api_base
+        assert events[-1][1] == b"[DONE]", events[-3:]
+        finished = [e["choices"][0].get("finish_reason") for _t, e in events
+                    if isinstance(e, dict) and e.get("choices")]
+        assert finished[-1] in ("length", "stop"), finished
+        assert content_of(events), events
+        seen.add(events.api_base)
+    assert seen == set(REAL_FAST), seen
+    whole = gateway_post(context, key, "/v1/chat/completions",
+                         {"model": "fast", "max_tokens": 4, "temperature": 0,
+                          "messages": [{"role": "user", "content": "Hello"}]})
+    assert whole["usage"]["completion_tokens"] <= 4 and whole["usage"]["prompt_tokens"] > 0, whole
+    for base in REAL_FAST:
+        assert vllm_get(base, "/version") == {"version": "0.32.0"}
+        vm_key = podman("exec", "llmstack-" + REAL_FAST[base], "cat", "/opt/llm-inference/secrets/api_key").stdout
+        models = vllm_get(base, "/v1/models", key=vm_key.strip())["data"]
+        assert [(m["id"], m["root"], m["max_model_len"]) for m in models] == [
+            ("fast", "/data/llm/models/llmstack-tiny", 2048)], models
+    # The lab's Prometheus scrapes the real servers: the KV-cache gauge the alerts read, labelled per host and model.
+    scraped = wait_for(lambda: sorted(r["metric"]["host"] for r in prometheus(
+        "/api/v1/query?query=vllm%3Akv_cache_usage_perc%7Bmodel%3D%22fast%22%7D")["result"]) == ["lab-gpu-a",
+                                                                                                "lab-gpu-b"],
+                       90, "vllm:kv_cache_usage_perc of both real servers in Prometheus")
+    assert scraped
 
 
 def test_prometheus_scrapes_every_target_the_monitoring_role_configured(running_lab):
@@ -379,14 +464,15 @@ def test_prometheus_has_no_lifecycle_api_and_reloads_on_the_signal_its_handler_s
 
 def test_one_model_server_down_the_gateway_answers_from_the_other_and_vllm_down_fires_for_it(
         running_lab, tmp_path_factory):
-    """Stopping lab-gpu-b's `fast` (systemd unit): every request for `fast` is still answered (by lab-gpu-a's
-    deployment of the same model), and the real Prometheus fires VllmDown for exactly that server."""
+    """Stopping lab-gpu-b's `fast` (the real vLLM, systemd unit): every request for `fast` is still answered (by
+    lab-gpu-a's deployment of the same model), and the real Prometheus fires VllmDown for exactly that server."""
     context, key = gateway_client(tmp_path_factory)
     stop = podman("exec", "llmstack-lab-gpu-b", "systemctl", "stop", "vllm-fast.service")
     assert stop.returncode == 0, stop.stderr
     try:
-        answers = [content_of(stream_chat(context, key)).split() for _i in range(6)]
-        assert answers == [["lab-gpu-a"] * 8] * 6
+        answers = [stream_chat(context, key) for _i in range(6)]
+        assert [a.api_base for a in answers] == ["http://172.30.20.20:8001/v1"] * 6
+        assert all(a[-1][1] == b"[DONE]" and content_of(a) for a in answers), answers
 
         def firing():
             alerts = [a for a in prometheus("/api/v1/alerts")["alerts"]
@@ -408,6 +494,131 @@ def test_one_model_server_down_the_gateway_answers_from_the_other_and_vllm_down_
         assert float(errors[0]["value"][1]) == 0 and float(sent[0]["value"][1]) > 0, (errors, sent)
     finally:
         podman("exec", "llmstack-lab-gpu-b", "systemctl", "start", "vllm-fast.service")
+        wait_until_served("http://172.30.20.21:8001/v1")
+
+
+DRAIN_CLIENT = r"""
+import http.client, json, sys, time
+host, port, key = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+conn = http.client.HTTPConnection(host, port, timeout=120)
+conn.request("POST", "/v1/completions", headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"},
+             body=json.dumps({"model": "fast", "prompt": "ping", "max_tokens": 2000, "min_tokens": 2000,
+                              "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}))
+response = conn.getresponse()
+chunks, done, finish, buffer, last, error, tokens = 0, False, None, b"", None, None, None
+while True:
+    try:
+        data = response.read1(65536)
+    except Exception as exc:  # the stream cut: report it
+        error = repr(exc)
+        break
+    if not data:
+        break
+    buffer += data
+    while b"\n\n" in buffer:
+        raw, buffer = buffer.split(b"\n\n", 1)
+        payload = raw.strip()[len(b"data: "):]
+        last = time.time()
+        if payload == b"[DONE]":
+            done = True
+            continue
+        event = json.loads(payload)
+        if event.get("usage"):
+            tokens = event["usage"]["completion_tokens"]
+        if not event.get("choices"):
+            continue
+        chunks += 1
+        finish = event["choices"][0].get("finish_reason") or finish
+        if chunks == 1:
+            print(json.dumps({"first": last}), flush=True)
+print(json.dumps({"status": response.status, "chunks": chunks, "tokens": tokens, "done": done, "finish": finish,
+                  "last": last, "error": error}))
+"""
+
+
+@pytest.mark.parametrize("host,address,stop,start,stopped,signalled", [
+    ("lab-gpu-b", "172.30.20.21", ["systemctl", "stop", "vllm-fast.service"],
+     ["systemctl", "start", "vllm-fast.service"], ["systemctl", "is-active", "vllm-fast.service"],
+     ["sh", "-c", "journalctl -u vllm-fast.service -o short-unix --no-pager | grep 'Stopping vllm-fast' | tail -n 1"]),
+    ("lab-gpu-a", "172.30.20.20", ["docker", "stop", "llm-inference-vllm-fast-1"],
+     ["docker", "start", "llm-inference-vllm-fast-1"],
+     ["docker", "inspect", "--format", "{{.State.Status}}", "llm-inference-vllm-fast-1"],
+     ["sh", "-c", "docker events --since {since} --until $(date +%s) --filter container=llm-inference-vllm-fast-1 "
+                  "--filter event=kill --format '{{{{.TimeNano}}}}' | head -n 1"])])
+def test_sigterm_during_a_stream_lets_it_finish_and_the_server_stops_within_its_timeout(
+        running_lab, host, address, stop, start, stopped, signalled):
+    """The real vLLM stopped (systemd: SIGTERM from `systemctl stop`; compose: `docker stop`, which waits the
+    stop_grace_period compose gave the container before it kills) while it
+    streams 2000 tokens (about 8 s): the stream still ends with every token and [DONE], its last token well after the
+    signal (vllm_shutdown_timeout, 30 s, renders --shutdown-timeout; with vLLM's default 0 the stream stops at the
+    signal), and the server is gone well within the unit's TimeoutStopSec / the service's stop_grace_period (45 s),
+    so systemd or Docker never had to kill it. The signal's time is systemd's journal / Docker's kill event."""
+    import time
+
+    wait_until_served("http://%s:8001/v1" % address)
+    key = podman("exec", "llmstack-" + host, "cat", "/opt/llm-inference/secrets/api_key").stdout.strip()
+    since = int(time.time()) - 1
+    # The stop command waits in the VM for a line on its input, so that it runs the moment the first chunk arrives
+    # (a new `podman exec` takes a second or more on a busy machine, a good part of the stream).
+    stopper = subprocess.Popen(["podman", "exec", "-i", "llmstack-" + host, "sh", "-c",
+                                'echo ready; read go && exec "$@"', "sh"] + stop, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ansible_env())
+    assert stopper.stdout.readline().strip() == "ready", stopper.stderr.read()
+    client = subprocess.Popen(["podman", "exec", "-i", "llmstack-lab-gateway", "python3", "-c", DRAIN_CLIENT,
+                               address, "8001", key], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=ansible_env())
+    try:
+        first = json.loads(client.stdout.readline() or "{}")
+        assert "first" in first, client.stderr.read()
+        begun = time.time()
+        out, err = stopper.communicate("go\n", timeout=120)
+        took = time.time() - begun
+        assert stopper.returncode == 0, (out, err)
+        result = json.loads(client.stdout.readline())
+        mark = podman(*(["exec", "llmstack-" + host] + signalled[:2] + [signalled[2].format(since=since)])).stdout
+        assert mark.strip(), "no stop signal recorded"
+        word = mark.split()[0]
+        at = int(word) / 1e9 if host == "lab-gpu-a" else float(word)
+        assert result["last"] > at + 0.2, (
+            "the stream ended %.2f s after the signal: nothing was drained (first chunk %.2f s and the stop command "
+            "%.2f s before the signal; %s)" % (result["last"] - at, at - first["first"], at - begun, result))
+        assert (result["status"], result["tokens"], result["done"], result["finish"], result["error"]) == (
+            200, 2000, True, "length", None), result
+        assert took < 45, "the stop took %.1f s: the server outlived its stop timeout" % took
+        assert podman(*(["exec", "llmstack-" + host] + stopped)).stdout.strip() in ("inactive", "exited")
+    finally:
+        client.kill()
+        stopper.kill()
+        podman(*(["exec", "llmstack-" + host] + start))
+        wait_until_served("http://%s:8001/v1" % address)
+
+
+VLLM_CPU_IMAGE = "localhost/llmstack-lab-vllm-cpu:0.32.0"
+
+
+def test_burnin_vllm_bench_serve_is_the_real_tool_against_the_real_server_and_burnin_reads_it(running_lab):
+    """Burn-in's vllm_bench stage runs `vllm bench serve`; here it is the real tool (vLLM 0.32.0's own, from the lab's
+    image, in the gateway host's network namespace: the only host whose address the GPU VMs' policy lets reach a model
+    server) against lab-gpu-a's real `fast`, with the VM's API key. burnin.parse_vllm_bench reads its result block:
+    every prompt completed, none failed, the throughput and latency figures present and positive."""
+    sys.path.insert(0, os.path.join(ROOT, "plugins", "module_utils"))
+    import burnin
+
+    key = podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/llm-inference/secrets/api_key").stdout.strip()
+    got = podman("run", "--rm", "--network", "container:llmstack-lab-gateway", "--ulimit", "nofile=1024:1024",
+                 "--ulimit", "nproc=4096:4096", "--volume", "%s:/data/llm/models:ro" % os.path.join(ROOT, ".cache",
+                                                                                                   "models"),
+                 "--env", "OPENAI_API_KEY=" + key, "--entrypoint", "vllm", VLLM_CPU_IMAGE, "bench", "serve",
+                 "--backend", "openai", "--base-url", "http://172.30.20.20:8001", "--endpoint", "/v1/completions",
+                 "--model", "/data/llm/models/llmstack-tiny", "--served-model-name", "fast",
+                 "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "16",
+                 "--num-prompts", "20", "--request-rate", "inf", "--ignore-eos", "--seed", "1")
+    assert got.returncode == 0, (got.stdout[-3000:], got.stderr[-3000:])
+    metrics = burnin.parse_vllm_bench(got.stdout)["metrics"]
+    assert (metrics["successful_requests"], metrics.get("failed_requests", 0)) == (20, 0), got.stdout[-3000:]
+    assert metrics["total_generated_tokens"] == 20 * 16, metrics
+    for name in ("request_throughput_req_s", "output_token_throughput_tok_s", "mean_ttft_ms", "p99_ttft_ms"):
+        assert metrics[name] > 0, (name, metrics)
 
 
 # ---------------------------------------------------------------- the policy, loaded in every lab host (issue #31)

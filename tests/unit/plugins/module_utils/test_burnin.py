@@ -216,6 +216,10 @@ def test_dcgmi_diag_dcgm4_layouts():
         "successful_requests": 1, "failed_requests": 0, "mean_ttft_ms": 83.91,
         "total_token_throughput_tok_s": 172.39, "peak_concurrent_requests": 1.0}),
     ("vllm-bench-serve-v0.9-dev.txt", {"successful_requests": 1000, "mean_ttft_ms": 9626.13}),
+    # the real tool, recorded in the lab against the real vLLM 0.32.0 (CPU backend)
+    ("vllm-bench-serve-0.32.0-cpu.txt", {
+        "successful_requests": 20, "failed_requests": 0, "total_generated_tokens": 320,
+        "peak_output_token_throughput_tok_s": 320.0, "mean_ttft_ms": 205.22, "p99_itl_ms": 57.93}),
 ])
 def test_vllm_bench_serve_result_blocks(name, expected):
     metrics = burnin.parse_vllm_bench(fixture(name))["metrics"]
