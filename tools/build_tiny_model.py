@@ -177,7 +177,7 @@ def current(out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--out", default=DEFAULT_OUT, help="model directory (default .cache/models/llmstack-tiny)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the inputs did not change")
     parser.add_argument("--check", action="store_true", help="exit 1 when the model is missing or out of date")

@@ -210,6 +210,7 @@ def load_images(name, images, timeout=600):
         if time.time() > deadline:
             sys.exit("lab: Docker in %s did not answer within %d s" % (name, timeout))
         time.sleep(1)
+
     def size(image):
         got = run(["podman", "image", "inspect", "--format", "{{.Size}}", image], check=False, capture=True)
         return int(got.stdout.strip()) if got.returncode == 0 and got.stdout.strip().isdigit() else 0

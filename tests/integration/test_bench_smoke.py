@@ -32,8 +32,8 @@ def run_bench(script, out, make_env=True, timeout=300):
         cwd = str(out.parent)
     result = subprocess.run([sys.executable, os.path.join(TOOLS, script), "--smoke", "--out", str(out)], cwd=cwd,
                             env=env, text=True, capture_output=True, timeout=timeout, check=False)
-    assert result.returncode == 0, "%s --smoke exited with %d:\n%s\n%s" % (script, result.returncode,
-                                                                         result.stdout[-3000:], result.stderr[-5000:])
+    assert result.returncode == 0, "%s --smoke exited with %d:\n%s\n%s" % (
+        script, result.returncode, result.stdout[-3000:], result.stderr[-5000:])
     assert out.is_file(), "%s wrote no results to %s:\n%s" % (script, out, result.stdout[-2000:])
     with open(out) as handle:
         results = json.load(handle)

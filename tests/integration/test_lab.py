@@ -364,6 +364,7 @@ def test_a_streamed_answer_arrives_chunk_by_chunk_through_tls_proxy_litellm_and_
 
 
 REAL_FAST = {"http://172.30.20.20:8001/v1": "lab-gpu-a", "http://172.30.20.21:8001/v1": "lab-gpu-b"}
+REAL_HOSTS = ["lab-gpu-a", "lab-gpu-b"]
 
 
 def vllm_get(base, path, key=None):
@@ -408,9 +409,8 @@ def test_the_real_vllm_answers_streamed_and_whole_through_tls_proxy_and_litellm(
         assert [(m["id"], m["root"], m["max_model_len"]) for m in models] == [
             ("fast", "/data/llm/models/llmstack-tiny", 2048)], models
     # The lab's Prometheus scrapes the real servers: the KV-cache gauge the alerts read, labelled per host and model.
-    scraped = wait_for(lambda: sorted(r["metric"]["host"] for r in prometheus(
-        "/api/v1/query?query=vllm%3Akv_cache_usage_perc%7Bmodel%3D%22fast%22%7D")["result"]) == ["lab-gpu-a",
-                                                                                                "lab-gpu-b"],
+    query = "/api/v1/query?query=vllm%3Akv_cache_usage_perc%7Bmodel%3D%22fast%22%7D"
+    scraped = wait_for(lambda: sorted(r["metric"]["host"] for r in prometheus(query)["result"]) == REAL_HOSTS,
                        90, "vllm:kv_cache_usage_perc of both real servers in Prometheus")
     assert scraped
 
@@ -605,9 +605,9 @@ def test_burnin_vllm_bench_serve_is_the_real_tool_against_the_real_server_and_bu
     import burnin
 
     key = podman("exec", "llmstack-lab-gpu-a", "cat", "/opt/llm-inference/secrets/api_key").stdout.strip()
+    models = os.path.join(ROOT, ".cache", "models")
     got = podman("run", "--rm", "--network", "container:llmstack-lab-gateway", "--ulimit", "nofile=1024:1024",
-                 "--ulimit", "nproc=4096:4096", "--volume", "%s:/data/llm/models:ro" % os.path.join(ROOT, ".cache",
-                                                                                                   "models"),
+                 "--ulimit", "nproc=4096:4096", "--volume", "%s:/data/llm/models:ro" % models,
                  "--env", "OPENAI_API_KEY=" + key, "--entrypoint", "vllm", VLLM_CPU_IMAGE, "bench", "serve",
                  "--backend", "openai", "--base-url", "http://172.30.20.20:8001", "--endpoint", "/v1/completions",
                  "--model", "/data/llm/models/llmstack-tiny", "--served-model-name", "fast",
