@@ -47,13 +47,15 @@ CHAT_TEMPLATE = (
 
 
 def inputs_digest():
-    """The hash of what the model is made of: this script, the corpus, the tokenizers version."""
+    """The hash of what the model is made of: this script, the corpus, the tokenizers and numpy versions (numpy's
+    generator draws the weights)."""
     import tokenizers
     digest = hashlib.sha256()
     for path in (os.path.abspath(__file__),) + CORPUS:
         with open(path, "rb") as handle:
             digest.update(hashlib.sha256(handle.read()).digest())
     digest.update(tokenizers.__version__.encode())
+    digest.update(numpy.__version__.encode())
     return digest.hexdigest()
 
 

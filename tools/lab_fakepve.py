@@ -164,6 +164,7 @@ def lab_pve_class():
         def __init__(self, *args, import_dir=None, vm_hosts=None, **kwargs):
             super().__init__(*args, **kwargs)
             self.vm_hosts = dict((str(k), v) for k, v in (vm_hosts or {}).items())
+            self.background = set()
             # id -> {"map": [...], "description": str}
             self.pci_mappings = {}
             self.import_dir = import_dir
@@ -186,14 +187,24 @@ def lab_pve_class():
                         vm.status = vm.qmpstatus = "stopped"
                     raise TaskError(error)
                 return note
-            if not host.get("images"):
+            if not host.get("images") or POWER_TASKS[ttype] != "run":
                 return await super().task(node, ttype, tid, user, with_guest, vm=vm, lock=lock, log=log)
             # A guest whose images must be loaded: the task runs in the background and the API answers with its UPID
             # at once, as PVE's does (fakepve runs tasks inline at time_scale 0, and loading takes minutes); the
             # caller polls the task's status (pve_vm waits up to its task_timeout).
+
+            async def guarded():
+                try:
+                    return await with_guest()
+                except TaskError:
+                    raise
+                except Exception as exc:  # the task must end failed, not stay "running" until the caller's timeout
+                    raise TaskError("guest container %s: %r" % (host["container"], exc))
+
             before = len(self.tasklog)
-            running = asyncio.ensure_future(super().task(node, ttype, tid, user, with_guest, vm=vm, lock=lock,
-                                                         log=log))
+            running = asyncio.ensure_future(super().task(node, ttype, tid, user, guarded, vm=vm, lock=lock, log=log))
+            self.background.add(running)  # asyncio keeps only a weak reference to a task
+            running.add_done_callback(self.background.discard)
             while not running.done():
                 mine = [r for r in self.tasklog[before:] if r["type"] == ttype and r["id"] == str(tid)]
                 if mine:

@@ -577,8 +577,9 @@ def systemd_units(services, settings):
     units = {}
     for service in services:
         env = {"HF_HOME": settings["hf_home"], "VLLM_CACHE_ROOT": settings["cache_dir"]}
-        if not is_cpu(service):
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in service["gpus"])
+        # A cpu model sees no GPU: on a host whose GPU models share its venv (a CUDA build of vLLM), an unset
+        # CUDA_VISIBLE_DEVICES would let it start on GPU 0, on top of the model planned there.
+        env["CUDA_VISIBLE_DEVICES"] = "" if is_cpu(service) else ",".join(str(g) for g in service["gpus"])
         if settings.get("offline", False):
             env["HF_HUB_OFFLINE"] = "1"
         if settings.get("hf_endpoint"):

@@ -930,6 +930,10 @@ def test_a_vm_stopped_through_the_api_takes_its_host_away_and_a_run_says_why(run
     rc, out, err = playbook("playbooks/inference.yml", "-i", LAB, "--limit", "lab-gpu-b")
     assert rc != 0
     assert "VM 121 (lab-gpu-b) on lab-pve-b is stopped: nothing can connect to it. Run the gpu_vms and guests" in out
-    node.qemu(121).status.start.post()
+    upid = node.qemu(121).status.start.post()
+    # PVE answers a start with its task and runs it in the background (the lab's double too, when the guest has
+    # images to load): wait for the task, as pve_vm does.
+    wait_for(lambda: node.tasks(upid).status.get()["status"] == "stopped", 600, "the start task of VM 121")
+    assert node.tasks(upid).status.get()["exitstatus"] == "OK"
     probe = podman("exec", "llmstack-lab-gpu-b", "test", "-f", "/opt/llm-inference/secrets/api_key")
     assert probe.returncode == 0, probe.stderr

@@ -1,7 +1,8 @@
 """Every `vllm:` series the monitoring role's alert rules and dashboards read exists on the real vLLM's /metrics.
 
 The page is tests/fixtures/metrics/vllm-0.32.0-cpu.prom, recorded from the real vLLM 0.32.0 (CPU backend) in the lab
-(see SOURCE there; test_lab checks that the lab's live servers still print those series). A series missing from it
+(see SOURCE there; test_lab checks that the lab's Prometheus holds the KV-cache gauge of both live servers, labelled
+per host and model as the rules read it). A series missing from it
 is allowed only as another vLLM version's name, listed in RENAMED with the name this version prints, and only where
 the expression reads both (`new or old`), so a rule keeps working on either version.
 """

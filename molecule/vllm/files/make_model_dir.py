@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write a tiny local model directory for molecule vllm: config.json of a 2-layer Llama (head_dim 32, set explicitly
 while hidden / heads is 16, as tools/build_tiny_model.py's lab model) and one bfloat16 safetensors file of zeros
 with its real header. Enough for vllm_model_facts and the planner; vLLM is not started here.
