@@ -129,14 +129,15 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 # Role variable -> lowest whole number it takes (digit strings count; the role casts them after this check).
 SETTING_INTS = (("litellm_workers", 1), ("litellm_num_retries", 0), ("litellm_timeout", 1),
                 ("litellm_allowed_fails", 0), ("litellm_cooldown_time", 0), ("litellm_retry_after", 0),
-                ("litellm_health_check_interval", 1), ("litellm_readiness_timeout", 1))
+                ("litellm_health_check_interval", 1), ("litellm_readiness_timeout", 1),
+                ("litellm_verify_timeout", 1))
 
 
 def check_settings(settings):
     """Every problem in the litellm role's own variables (full names as keys), each naming the variable; [] when
     usable. Runs first in the role's validate step, before anything is rendered or written."""
     problems = []
-    for variable in ("litellm_database", "litellm_manage_keys"):
+    for variable in ("litellm_database", "litellm_manage_keys", "litellm_verify_models"):
         if variable in settings and not isinstance(settings[variable], bool):
             problems.append("%s: %r is not a boolean (true or false)" % (variable, settings[variable]))
     if settings.get("litellm_database") is False and settings.get("litellm_manage_keys") is True:
@@ -395,6 +396,19 @@ def model_list(data):
     return entries
 
 
+def vm_deployment_ids(config):
+    """The ids (model_info.id) of a config's GPU VM deployments, one per (VM, model), in config order: what the
+    gateway's verify probes through the proxy (LiteLLM routes a request whose model is a deployment id to that
+    deployment alone). A group's in-group fallbacks to other groups' servers are the same servers again, and
+    external models would call their provider (money; no answer on an offline site): neither is listed."""
+    ids = []
+    for entry in config.get("model_list") or []:
+        params = entry.get("litellm_params") or {}
+        if params.get("model") == "hosted_vllm/%s" % entry.get("model_name"):
+            ids.append((entry.get("model_info") or {}).get("id"))
+    return [i for i in ids if i]
+
+
 def build(data):
     """{"config": LiteLLM config dict, "env": {NAME: what it holds}, "groups": [...]}; raises LitellmConfigError."""
     if data.get("topology") is not None:
@@ -468,7 +482,8 @@ def build(data):
     key_env = {"vllm": dict((host, env_name("VLLM_API_KEY", host)) for host in api_keys),
                "external": dict((ext["name"], env_name("LITELLM_EXTERNAL_API_KEY", ext["name"]))
                                 for ext in data.get("external_models") or [] if ext.get("api_key", True))}
-    return {"config": config, "env": env, "groups": groups, "vllm_key_hosts": api_keys, "key_env": key_env}
+    return {"config": config, "env": env, "groups": groups, "vm_deployments": vm_deployment_ids(config),
+            "vllm_key_hosts": api_keys, "key_env": key_env}
 
 
 def compose(settings):

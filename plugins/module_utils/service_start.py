@@ -50,3 +50,44 @@ def services_to_start(project, services, not_started):
     skipped = [s for s in services if skip_all or s in skip]
     return {"start": [s for s in services if s not in skipped], "skipped": skipped, "unknown": unknown,
             "problems": problems}
+
+
+def _error_text(result):
+    """The server's own error message of a registered ``uri`` result (OpenAI shape, LiteLLM's, or uri's msg)."""
+    body = result.get("json")
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+        if isinstance(error, str) and error:
+            return error
+        if body.get("message"):
+            return str(body["message"])
+        if body.get("detail"):
+            return str(body["detail"])
+    return str(result.get("msg") or "")
+
+
+def probe_failures(results, label, what, limit=300):
+    """One message per probe of a looped ``uri`` task (its registered ``results``) that did not end with HTTP 200:
+    ``<label>: <what>: HTTP <status> <the server's error>``. ``label`` is formatted with the loop item (a dict: its
+    keys, e.g. ``{key} on port {value}`` for dict2items; anything else: ``{item}``). Skipped results are not probes.
+    The registered results carry the request's headers (an API key): the role prints these messages instead."""
+    failures = []
+    for result in results or []:
+        if not isinstance(result, dict) or result.get("skipped"):
+            continue
+        status = result.get("status")
+        if status == 200:
+            continue
+        item = result.get("item")
+        try:
+            name = label.format(**item) if isinstance(item, dict) else label.format(item=item)
+        except (KeyError, IndexError, ValueError):
+            name = str(item)
+        error = _error_text(result)
+        if len(error) > limit:
+            error = error[:limit - 3] + "..."
+        failures.append(("%s: %s: HTTP %s %s" % (name, what, status if status not in (None, -1) else "-", error))
+                        .rstrip())
+    return failures

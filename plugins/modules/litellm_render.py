@@ -89,6 +89,13 @@ groups:
   returned: success
   type: list
   elements: str
+vm_deployments:
+  description: >-
+    The ids of the GPU VM deployments, one per (VM, model): the role's verify sends each a one-token completion
+    through the proxy.
+  returned: success
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -98,6 +105,7 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_con
 def build(params):
     built = litellm_config.build(params["data"])
     return {"config": built["config"], "env": built["env"], "groups": built["groups"],
+            "vm_deployments": built["vm_deployments"],
             "vllm_key_hosts": built["vllm_key_hosts"], "key_env": built["key_env"],
             "compose": litellm_config.compose(params["compose"])}
 

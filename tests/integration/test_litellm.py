@@ -490,6 +490,51 @@ def test_sparse_requests_with_one_upstream_dead_never_fail(proxy):
         upstreams["b-fast"].start()
 
 
+def verify_probe(proxy, model):
+    """The role's verify probe, its body read from roles/litellm/tasks/verify.yml (not copied here)."""
+    with open(os.path.join(ROOT, "roles", "litellm", "tasks", "verify.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    task = [t for t in tasks if t["name"].startswith("Wait until every GPU VM deployment completes")][0]
+    body = dict(task["ansible.builtin.uri"]["body"], model=model)
+    conn = http.client.HTTPConnection("127.0.0.1", proxy["port"], timeout=60)
+    conn.request(task["ansible.builtin.uri"]["method"], task["ansible.builtin.uri"]["url"].split("}}", 2)[-1],
+                 body=json.dumps(body), headers={"Authorization": "Bearer %s" % proxy["master"],
+                                                 "Content-Type": "application/json"})
+    response = conn.getresponse()
+    text = response.read().decode()
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    return {"status": response.status, "json": parsed, "item": {"id": model}}
+
+
+def test_the_verify_probe_reaches_each_deployment_and_names_a_dead_one_that_its_group_would_hide(proxy, gateway):
+    """The gateway's verify probes every GPU VM deployment by its id through the real proxy: with b-reasoning dead
+    the group `reasoning` still answers (its in-group fallbacks to balanced and fast), but the probe of the
+    deployment reasoning-gpu-b fails and probe_failures names it; the live deployments answer 200, each from its
+    own upstream."""
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import litellm_config, service_start
+    config = yaml.safe_load((gateway["dir"] / "config.yaml").read_text())
+    ids = litellm_config.vm_deployment_ids(config)
+    assert sorted(ids) == ["balanced-gpu-a", "fast-gpu-a", "fast-gpu-b", "reasoning-gpu-b"]
+    upstreams = proxy["upstreams"]
+    before = {name: u.completions() for name, u in upstreams.items()}
+    results = [verify_probe(proxy, i) for i in ids]
+    assert [r["status"] for r in results] == [200] * len(ids), results
+    after = {name: u.completions() for name, u in upstreams.items()}
+    assert {name: after[name] - before[name] for name in after} == {
+        "a-fast": 1, "a-balanced": 1, "b-fast": 1, "b-reasoning": 1}
+    upstreams["b-reasoning"].kill()
+    try:
+        assert chat(proxy, "reasoning")[0] == 200  # what a client sees: the group answers through its fallbacks
+        results = [verify_probe(proxy, i) for i in ids]
+        failures = service_start.probe_failures(results, "{id}", "no token")
+        assert len(failures) == 1 and failures[0].startswith("reasoning-gpu-b: no token: HTTP "), failures
+    finally:
+        upstreams["b-reasoning"].start()
+
+
 # ------------------------------------------------------------------ litellm_key against the key-tier double
 
 

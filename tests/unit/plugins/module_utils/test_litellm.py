@@ -202,6 +202,20 @@ def test_two_keys_with_one_alias_is_an_error():
         api.find("web")
 
 
+def test_the_gateways_verify_probes_each_vm_deployment_once_and_no_external_model():
+    """In-group fallbacks repeat other groups' servers and an external model would call its provider: the ids
+    listed are the (VM, model) deployments, each once."""
+    built = litellm_config.build(data(external_models=[{"name": "claude", "model": "anthropic/claude-sonnet-4-5"}],
+                                      fallbacks={"reasoning": ["fast", "claude"]}))
+    entries = built["config"]["model_list"]
+    assert len(entries) > 4  # the fallbacks and the external model are there
+    assert sorted(built["vm_deployments"]) == ["balanced-gpu-a", "fast-gpu-a", "fast-gpu-b", "reasoning-gpu-b"]
+    by_id = {e["model_info"]["id"]: e for e in entries}
+    assert sorted(by_id[i]["litellm_params"]["api_base"] for i in built["vm_deployments"]) == [
+        "http://10.0.20.20:8001/v1", "http://10.0.20.20:8002/v1", "http://10.0.20.21:8001/v1",
+        "http://10.0.20.21:8003/v1"]
+
+
 # -- issue 20: the role's own variables, checked before anything is rendered --------------------------------
 ROLE = {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000, "litellm_workers": 3, "litellm_num_retries": 2,
         "litellm_timeout": 600, "litellm_allowed_fails": 0, "litellm_cooldown_time": 30, "litellm_retry_after": 0,
@@ -228,6 +242,8 @@ def test_good_role_settings_and_digit_strings_pass():
     ({"litellm_log_level": "loud"}, "litellm_log_level: 'loud' is not one of"),
     ({"litellm_extra_env": {"1X": "a"}}, "litellm_extra_env: '1X' is not an environment variable name"),
     ({"litellm_dir": "opt/gw"}, "litellm_dir: 'opt/gw' is not an absolute path"),
+    ({"litellm_verify_models": "yes"}, "litellm_verify_models: 'yes' is not a boolean"),
+    ({"litellm_verify_timeout": 0}, "litellm_verify_timeout: 0 is not a whole number >= 1"),
 ])
 def test_bad_role_settings_are_named(changes, fragment):
     problems = litellm_config.check_settings(dict(ROLE, **changes))
