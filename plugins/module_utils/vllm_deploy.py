@@ -85,11 +85,21 @@ def image_version(image):
     return parse_version(last.rpartition(":")[2]) if ":" in last else None
 
 
+def service_image(service, settings):
+    """The image a service runs in compose: its model's own ``image``, else vllm_cpu_image for a cpu model (vLLM's
+    CPU build; vllm_image is a CUDA build, which would not start without a GPU), else vllm_image."""
+    if service.get("image"):
+        return service["image"]
+    if is_cpu(service) and settings.get("cpu_image"):
+        return settings["cpu_image"]
+    return settings.get("image")
+
+
 def service_version(service, settings, method):
     """The vLLM version a service runs: its image's tag in compose when it names one, else ``settings['version']``
     (vllm_version, what the systemd method installs)."""
     if method == "compose":
-        found = image_version(service.get("image") or settings.get("image"))
+        found = image_version(service_image(service, settings))
         if found:
             return found
     return parse_version(settings.get("version"))
@@ -437,11 +447,12 @@ def check_settings(settings):
             problems.append("vllm_version: %r is not a vLLM version (e.g. 0.11.0): the systemd method installs it, "
                             "and the flags passed depend on it" % (settings["vllm_version"],))
         problems.extend(_env_problems("vllm_extra_env", settings.get("vllm_extra_env")))
-        if "vllm_image" in settings:
-            try:
-                check_image(settings["vllm_image"])
-            except DeployError as exc:
-                problems.append(str(exc))
+        for variable in ("vllm_image", "vllm_cpu_image"):
+            if variable in settings:
+                try:
+                    check_image(settings[variable])
+                except DeployError as exc:
+                    problems.append(str(exc).replace("vllm_image:", variable + ":", 1))
         for variable in ("vllm_dir", "vllm_venv", "vllm_hf_home", "vllm_cache_dir"):
             if variable in settings:
                 problem = _path_problem(settings[variable])
@@ -472,7 +483,7 @@ def compose(services, settings):
             # The local model directory, read-only at the same path: the container serves the path it was given.
             volumes.append("%s:%s:ro" % (service["model"], service["model"]))
         definition = {
-            "image": service.get("image") or image,
+            "image": service_image(service, settings) or image,
             "restart": settings.get("restart", "unless-stopped"),
             "ipc": "host",
             "ports": ["%s:%d:%d" % (settings.get("bind_address", "127.0.0.1"), service["port"], CONTAINER_PORT)],

@@ -332,6 +332,23 @@ def test_a_cpu_path_model_in_compose(cpu_service):
     assert "/health" in " ".join(definition["healthcheck"]["test"])
 
 
+def test_a_cpu_model_in_compose_runs_the_cpu_image_and_its_version_decides_the_drain(cpu_service):
+    """vllm_image is a CUDA build (it does not start without a GPU): a cpu model without its own image gets
+    vllm_cpu_image, whose tag also decides --shutdown-timeout (0.18+); a GPU model keeps vllm_image; a model's own
+    image wins."""
+    gpu = vllm_plan.plan(GPUS, [{"name": "big", "model": "meta-llama/Llama-3.1-8B-Instruct", "port": 8002}])[
+        "services"][0]
+    settings = dict(SETTINGS, shutdown_timeout=30, version="0.11.0", image="vllm/vllm-openai:v0.11.0",
+                    cpu_image="public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.19.0")
+    project = vllm_deploy.compose([cpu_service, gpu], settings)["services"]
+    assert project["vllm-fast"]["image"] == "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.19.0"
+    assert flag(project["vllm-fast"]["command"], "--shutdown-timeout") == "30"
+    assert project["vllm-big"]["image"] == "vllm/vllm-openai:v0.11.0"
+    assert "--shutdown-timeout" not in project["vllm-big"]["command"]  # 0.11.0 has no such flag
+    own = dict(cpu_service, image="localhost/llmstack-lab-vllm-cpu:0.32.0")
+    assert vllm_deploy.compose([own], settings)["services"]["vllm-fast"]["image"] == own["image"]
+
+
 def test_a_cpu_path_model_as_a_systemd_unit(cpu_service):
     settings = dict(SETTINGS, shutdown_timeout=20, version="0.32.0")
     unit = vllm_deploy.systemd_units([cpu_service], settings)["vllm-fast.service"]
@@ -439,6 +456,7 @@ def test_good_cpu_settings_pass():
     (dict(CPU_GOOD, vllm_shutdown_timeout="30s"), "vllm_shutdown_timeout: '30s' is not a whole number of seconds"),
     (dict(CPU_GOOD, vllm_shutdown_timeout=-1), "vllm_shutdown_timeout: -1"),
     (dict(CPU_GOOD, vllm_version="latest"), "vllm_version: 'latest' is not a vLLM version"),
+    (dict(CPU_GOOD, vllm_cpu_image="vllm/vllm-cpu"), "vllm_cpu_image: 'vllm/vllm-cpu' needs a pinned tag"),
 ])
 def test_bad_cpu_and_path_settings_are_named(settings, fragment):
     problems = vllm_deploy.check_settings(settings)
