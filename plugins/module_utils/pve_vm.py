@@ -553,6 +553,8 @@ class VmApi(object):
         upid = self.qemu.status.shutdown.post(timeout=int(timeout), forceStop=1 if force else 0)
         return self.wait(upid, timeout=int(timeout) + 60, what="shutting down VM %d" % self.vmid)
 
-    def destroy(self):
-        upid = self.qemu.delete(purge=1, **{"destroy-unreferenced-disks": 1})
+    def destroy(self, unreferenced_disks=False):
+        """Destroy the VM with the disks its config references (PVE's default); disks of its vmid that its config
+        does not reference (someone's, attached by hand or left by a restore) only when ``unreferenced_disks``."""
+        upid = self.qemu.delete(purge=1, **{"destroy-unreferenced-disks": 1 if unreferenced_disks else 0})
         return self.wait(upid, what="destroying VM %d" % self.vmid)

@@ -56,12 +56,20 @@ options:
     description:
       - V(present) ensures the VM and its config, without touching its power state. V(started) and V(stopped) also
         ensure the power state; V(restarted) shuts the VM down (if running) and starts it, which also applies
-        pending changes. V(absent) shuts it down and destroys it with its disks.
+        pending changes. V(absent) shuts it down and destroys it with the disks its config references (see
+        O(destroy_unreferenced_disks)).
     type: str
     choices: [present, absent, started, stopped, restarted]
     default: present
   remove_disks:
     description: Allow a disk key set to V(null) in O(config) to be detached (PVE keeps it as C(unusedN)).
+    type: bool
+    default: false
+  destroy_unreferenced_disks:
+    description:
+      - With O(state=absent), also destroy the disks of the VM's id on any storage that its config does not
+        reference (PVE's C(destroy-unreferenced-disks)). Off by default - such a disk was not made by this module
+        (attached by hand, left by a restore) and may be someone's data.
     type: bool
     default: false
   shutdown_timeout:
@@ -244,7 +252,7 @@ class Runner(object):
         self.power_off(found["status"])
         self.changed = True
         if not self.module.check_mode:
-            self.call("destroying VM %d" % self.vm.vmid, self.vm.destroy)
+            self.call("destroying VM %d" % self.vm.vmid, self.vm.destroy, self.params["destroy_unreferenced_disks"])
         return {"operation": "delete", "status": "absent", "config": {}, "diff": {"before": before, "after": {}}}
 
     def present(self, found):
@@ -321,6 +329,7 @@ def main():
         config=dict(type="dict", default={}),
         state=dict(type="str", choices=["present", "absent", "started", "stopped", "restarted"], default="present"),
         remove_disks=dict(type="bool", default=False),
+        destroy_unreferenced_disks=dict(type="bool", default=False),
         shutdown_timeout=dict(type="int", default=180),
         force_stop_after=dict(type="int"),
         task_timeout=dict(type="int", default=600),

@@ -138,3 +138,26 @@ def test_state_absent_destroys_only_its_vm_and_mappings_and_refuses_a_vm_of_anot
     assert rc != 0
     assert "vmid: 121 is taken by the VM 'someone-else'" in str(report)
     assert sorted(vm.vmid for vm in labpve.vms) == [121] and "llmstack-pve-b-1a-00" in labpve.pci_mappings
+
+
+def test_state_absent_without_naming_the_vms_is_refused_before_anything_changes(labpve, trees, tmp_path):
+    """`-e gpu_vm_state=absent` without --limit would reach every GPU VM of the inventory: refused in validate, no
+    request changes anything; gpu_vm_destroy names the VMs a run without a limit may destroy (only those). (That a
+    destroyed VM's disks its config does not reference are kept: tests/unit/.../test_pve_vm.py, the flag sent.)"""
+    labpve.apitokens[TOKEN_ID] = TOKEN_SECRET
+    path = inventory(tmp_path, labpve, trees)
+    rc, report, err = run(path)
+    assert rc == 0, (report["stats"], err[-2000:])
+    labpve.requests.clear()
+    rc, report, err = run(path, "-e", "gpu_vm_state=absent")
+    assert rc != 0
+    text = str(report)
+    for host, vmid in (("gpu-a", 120), ("gpu-b", 121)):
+        assert ("gpu_vm_state: absent would destroy VM %d (%s) of %s, and this run names no VM to destroy"
+                % (vmid, host, host)) in text
+    assert "--limit gpu-a" in text and "gpu_vm_destroy" in text
+    assert state_changing(labpve) == [] and sorted(vm.vmid for vm in labpve.vms) == [120, 121]
+    # Named in gpu_vm_destroy: that one goes, the other is still refused (the run fails for it).
+    rc, report, err = run(path, "-e", "gpu_vm_state=absent", "-e", '{"gpu_vm_destroy": ["gpu-b"]}')
+    assert rc != 0 and "would destroy VM 120 (gpu-a)" in str(report)
+    assert sorted(vm.vmid for vm in labpve.vms) == [120]

@@ -200,3 +200,25 @@ def test_task_wait_reports_the_exit_status_and_times_out():
                        sleep=lambda s: None, clock=lambda: next(ticks))
     with pytest.raises(pve_vm.PveTaskError, match="still running after 3s"):
         api.wait("UPID:pve-a:1:2:3:qmstart:120:root@pam:")
+
+
+class FakeDestroy(FakeTasks):
+    """Records the parameters of the VM's DELETE (proxmoxer's qemu(vmid).delete(**params))."""
+
+    def __init__(self):
+        super().__init__([{"status": "stopped", "exitstatus": "OK"}])
+        self.deleted = []
+
+    def qemu(self, vmid):
+        return self
+
+    def delete(self, **params):
+        self.deleted.append(params)
+        return "UPID:pve-a:1:2:3:qmdestroy:120:root@pam:"
+
+
+@pytest.mark.parametrize("unreferenced, sent", [(False, 0), (True, 1)])
+def test_destroy_keeps_disks_the_config_does_not_reference_unless_asked(unreferenced, sent):
+    fake = FakeDestroy()
+    pve_vm.VmApi(fake, "pve-a", 120).destroy(unreferenced_disks=unreferenced)
+    assert fake.deleted == [{"purge": 1, "destroy-unreferenced-disks": sent}]
