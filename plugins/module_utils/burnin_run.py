@@ -674,6 +674,12 @@ def plan(run_tags, settings, thresholds=None):
                 problems.append("burnin_%s_archive_sha256: %r is not the archive's sha256 (64 hex digits): the "
                                 "source is built only when its checksum is known (docs/burnin.md says how to get it)"
                                 % (key, digest))
+            # The role removes this directory with everything in it when a new archive arrives (build.yml): it must
+            # be one a removal may take (not /opt, /root, a home directory, a system directory).
+            directory = s.get("%s_dir" % key)
+            if directory is None and key == "nvbandwidth" and isinstance(s.get("nvbandwidth_path"), str):
+                directory = os.path.dirname(s["nvbandwidth_path"])
+            problems += value_checks.removable_dir_problems("burnin_%s_dir" % key, directory)
             build.append(tool)
     plans = {}
     try:

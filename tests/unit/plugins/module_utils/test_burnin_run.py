@@ -60,6 +60,22 @@ def test_building_needs_the_archives_checksum():
     assert plan["build"] == ["gpu_burn"]
 
 
+@pytest.mark.parametrize("key, directory", [("gpu_burn", "/opt"), ("gpu_burn", "/root"), ("gpu_burn", "/etc/ssh"),
+                                            ("nvbandwidth", "/usr/local"), ("nvbandwidth", "/home/ops")])
+def test_a_tool_directory_the_build_would_wipe_is_refused(key, directory):
+    """A new archive makes the role remove the tool's directory with everything in it (build.yml): only a
+    directory a removal may take is accepted, named by its variable (it was only required to be absolute)."""
+    archives = {"%s_archive_url" % key: "https://example.invalid/a.tar.gz", "%s_archive_sha256" % key: "a" * 64,
+                "%s_dir" % key: directory}
+    stages = ["60s"] if key == "gpu_burn" else ["nvbandwidth"]
+    with pytest.raises(burnin_run.BurninRunError) as err:
+        burnin_run.plan(["all"], dict(SETTINGS, stages=stages, tools_install=True, **archives))
+    assert any(p.startswith("burnin_%s_dir: '%s' is not a directory this collection would remove" % (key, directory))
+               for p in err.value.problems), err.value.problems
+    # Not built here (tools_install false): the directory is only read, and stays allowed.
+    assert burnin_run.plan(["all"], dict(SETTINGS, stages=stages, tools_install=False, **archives))["build"] == []
+
+
 def test_plan_commands_lengths_and_polls():
     plan = burnin_run.plan(["all"], dict(SETTINGS, stages=["60s", "10min", "nvbandwidth", "dcgmi_diag"],
                                          stage_seconds={"10min": "120"}, poll_interval=30, poll_margin=600,
