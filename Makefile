@@ -102,8 +102,8 @@ model: venv
 
 # ---------------------------------------------------------------- tests
 # Each stage's time is printed (CI's budget is 45 minutes on a fresh 2-core machine, setup included).
-# tools/run-tests.sh runs two lanes side by side: lint, units, integration (one after the other) and, in the
-# background, molecule then sanity: molecule mostly waits on podman and apt, the others keep both cores busy.
+# tools/run-tests.sh runs two lanes side by side: integration (its lab test is the critical path) and, in the
+# background, molecule, sanity, lint, units: molecule mostly waits on podman and apt, the others keep both cores busy.
 test: link image model
 	MAKE="$(MAKE)" tools/run-tests.sh
 

@@ -29,9 +29,12 @@ recorded files (kernel logs, command lines) read-only. A host with `llmstack_lab
 models (.cache/models: tools/build_tiny_model.py) read-only at PATH, as a site's model disk, and one with
 `llmstack_lab_vllm_runtime: IMAGE` that image mounted read-only at /opt/llmstack-lab/vllm-cpu-root (the real vLLM of
 the systemd deploy method: tests/harness/lab/vllm). The fakepve password is generated per lab into .cache/lab (0600).
+The service images of the Docker hosts are loaded once per machine into a Docker image cache (a podman volume kept
+across labs, rebuilt when an image changes: docker_cache) and each new Docker host starts with them as hard links.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -56,6 +59,10 @@ VLLM_RUNTIME = "/opt/llmstack-lab/vllm-cpu-root"
 NETWORK_PREFIX = "llmstack-lab-"
 # The lab connects with the harness's pipelining wrapper of containers.podman.podman (one `podman exec` per task).
 PODMAN_CONNECTIONS = ("podman_pipelined", "containers.podman.podman")
+# The Docker image cache (docker_cache): a podman volume, kept across labs like the images it is made from.
+CACHE_LABEL = "io.llmstack.lab.cache=1"
+CACHE_PREFIX = "llmstack-lab-docker-images-"
+CACHE_KEEP = ("image", "overlay2")  # what of Docker's data root the cache keeps: its image store and layers
 
 
 def say(text):
@@ -142,6 +149,7 @@ def run_args(host, hv):
     if hv.get("llmstack_lab_docker"):
         data = os.path.join(STATE, "docker", hv.get("ansible_host", host))
         os.makedirs(data, mode=0o700, exist_ok=True)
+        seed_docker_data(data)
         # /dev/shm as a VM has it (half its memory, not podman's 64 MB): vLLM's engine puts a 160 MiB ring buffer
         # there, and its compose services share the host's (ipc: host).
         args += ["--privileged", "--cgroupns=host", "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
@@ -233,6 +241,108 @@ def load_images(name, images, timeout=600):
                 sys.exit("lab: loading %s into %s failed: %s" % (image, name, load.stderr[-500:]))
             time.sleep(2)
         say("loaded %s into %s" % (image, name))
+
+
+def image_id(image):
+    got = run(["podman", "image", "inspect", "--format", "{{.Id}}", image], check=False, capture=True)
+    return got.stdout.strip() if got.returncode == 0 else None
+
+
+def docker_images(hostvars):
+    """Every service image a lab host with Docker loads (the hosts `up` makes and the GPU VM hosts)."""
+    return sorted({image for hv in hostvars.values() if hv.get("llmstack_lab_docker") for image in service_images(hv)})
+
+
+def cache_volume(images):
+    """The name of the cache volume of these images: their names and podman image ids hashed, so that a rebuilt
+    image makes a new cache (None when one is missing: load_images says which)."""
+    pairs = ["%s %s" % (image, image_id(image)) for image in images]
+    if not images or any(pair.endswith(" None") for pair in pairs):
+        return None
+    digest = hashlib.sha256("\n".join(pairs).encode()).hexdigest()
+    return CACHE_PREFIX + digest[:16]
+
+
+def volume_path(name):
+    got = run(["podman", "volume", "inspect", "--format", "{{.Mountpoint}}", name], check=False, capture=True)
+    return got.stdout.strip() if got.returncode == 0 else None
+
+
+def docker_cache(hostvars):
+    """The lab's Docker image cache: one Docker data root holding every service image of the lab's Docker hosts,
+    loaded once per machine (a podman volume, labelled CACHE_LABEL, named after the images' ids) and then given
+    to each new Docker host as hard links (seed_docker_data). Loading the real vLLM's 3.7 GB image into a new GPU
+    VM host's Docker took about 140 s of every lab's VM start (podman save | docker load); with the cache it is
+    there when Docker starts, as a site's pull-through registry or a VM template with the images baked in would
+    have it. Only image/ and overlay2/ are kept (no container, network or engine id). Returns the volume's path,
+    or None when an image is missing (then the images are loaded as before, and load_images names the missing one).
+    Building it: a throwaway lab host container whose /var/lib/docker is the volume, the images loaded, Docker
+    stopped cleanly, a `complete` marker written last (a cache interrupted half-way is built again). Other cache
+    volumes (older images) are removed."""
+    images = docker_images(hostvars)
+    name = cache_volume(images)
+    if name is None:
+        return None
+    path = volume_path(name)
+    if path and os.path.exists(os.path.join(path, "complete")):
+        return path
+    started = time.time()
+    say("building the Docker image cache %s (%d images; once per machine and image set)" % (name, len(images)))
+    builder = "llmstack-lab-image-cache"
+    run(["podman", "rm", "-f", "-t", "0", builder], check=False, capture=True)
+    if path:
+        run(["podman", "volume", "rm", "-f", name], capture=True)
+    run(["podman", "volume", "create", "--label", CACHE_LABEL, name], capture=True)
+    path = volume_path(name)
+    run(["podman", "run", "-d", "--name", builder, "--label", LABEL, "--privileged", "--cgroupns=host",
+         "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--volume", "%s:/var/lib/docker" % path, HOST_IMAGE],
+        capture=True)
+    try:
+        load_images(builder, images)
+        run(["podman", "exec", builder, "systemctl", "stop", "docker.socket", "docker.service", "containerd.service"],
+            capture=True)
+    finally:
+        run(["podman", "rm", "-f", "-t", "0", builder], check=False, capture=True)
+    for entry in os.listdir(path):
+        if entry not in CACHE_KEEP:
+            target = os.path.join(path, entry)
+            if os.path.isdir(target) and not os.path.islink(target):
+                shutil.rmtree(target)
+            else:
+                os.remove(target)
+    with open(os.path.join(path, "complete"), "w") as handle:
+        handle.write("\n".join(images) + "\n")
+    old = run(["podman", "volume", "ls", "--filter", "label=" + CACHE_LABEL, "--format", "{{.Name}}"],
+              capture=True).stdout.split()
+    stale = [volume for volume in old if volume != name]
+    if stale:
+        run(["podman", "volume", "rm", "-f"] + stale, capture=True)
+    say("built the Docker image cache in %d s" % (time.time() - started))
+    return path
+
+
+def cached_docker_root():
+    """The path of a complete Docker image cache volume, or None."""
+    names = run(["podman", "volume", "ls", "--filter", "label=" + CACHE_LABEL, "--format", "{{.Name}}"],
+                check=False, capture=True).stdout.split()
+    for name in names:
+        path = volume_path(name)
+        if path and os.path.exists(os.path.join(path, "complete")):
+            return path
+    return None
+
+
+def seed_docker_data(data):
+    """A new Docker host's data root from the image cache: its layers as hard links (instant, no space; Docker only
+    reads an image's layers - a container writes to its own upper layer), the image store's small files copied.
+    Only into an empty data root, and only on the same file system; otherwise load_images loads the images."""
+    if os.listdir(data):
+        return
+    cache = cached_docker_root()
+    if not cache or os.stat(cache).st_dev != os.stat(data).st_dev:
+        return
+    run(["cp", "-a", os.path.join(cache, "image"), os.path.join(data, "image")], capture=True)
+    run(["cp", "-al", os.path.join(cache, "overlay2"), os.path.join(data, "overlay2")], capture=True)
 
 
 def container_state(name):
@@ -391,7 +501,8 @@ def mounts(host, hostvars):
     return args
 
 
-def start_containers(hostvars, groups):
+def build_images(hostvars):
+    """The lab's images and its tiny model, when missing (make setup builds them; a developer may not have)."""
     if run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         say("building %s" % IMAGE)
         run([os.path.join(ROOT, "tools", "build-image.sh")])
@@ -404,6 +515,9 @@ def start_containers(hostvars, groups):
                 check=False).returncode != 0:
         say("building the lab's tiny model")
         run([sys.executable, os.path.join(ROOT, "tools", "build_tiny_model.py")])
+
+
+def start_containers(hostvars, groups):
     ensure_networks(hostvars)
     interfaces = bridges(hostvars)
     loads = []
@@ -430,6 +544,8 @@ def up(_args):
     ensure_password()
     ensure_ssh_key()
     hostvars, groups = inventory()
+    build_images(hostvars)
+    docker_cache(hostvars)
     start_containers(hostvars, groups)
     start_fakepve(hostvars, groups)
     start_api_front(hostvars, groups)

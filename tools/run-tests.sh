@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # make test: every stage of CI, each one's time printed, in two lanes on the 2-core CI machine.
-#   lane 1: lint, units, integration, one after the other (integration uses both cores: pytest -n 2)
-#   lane 2: molecule from the start, in the background (MOLECULE_JOBS scenarios side by side), then sanity
-# Molecule mostly waits on podman and apt (three scenarios side by side used 250 s of CPU in 290 s on 2 cores),
-# so running it beside the CPU-bound stages fills the idle time instead of adding its wall time to theirs.
-# Sanity runs after molecule in lane 2 (ansible-test works on a copy outside the checkout): in CI lane 2 ended about
-# 900 s before lane 1 (molecule 1818 s beside lint 245 + sanity 298 + units 24 + integration 2175 s), so there it
-# shortens lane 1 by its time instead of lengthening lane 2 past it.
+#   lane 1: integration (pytest -n 2), from the start
+#   lane 2: molecule from the start, in the background (MOLECULE_JOBS scenarios side by side), then sanity, lint, units
+# The critical path is the lab test (tests/integration/test_lab.py: one bring-up, three site.yml runs and the tests
+# that read the lab; about two thirds of integration), so integration starts at once instead of after lint and units
+# (about 290 s in CI): in CI lane 2 ended about 880 s before lane 1 (molecule 1955 + sanity 153 beside lint 238 +
+# units 49 + integration 2704 s), so lint and units now fill lane 2's idle end instead of delaying the lab.
+# Molecule mostly waits on podman and apt (three scenarios side by side used 250 s of CPU in 290 s on 2 cores), so
+# running it beside the CPU-bound stages fills the idle time instead of adding its wall time to theirs.
 # Lane 2's scenarios have their own containers (llmstack-molecule-*) and ports; nothing is shared with lane 1.
 # Exit status: non-zero when any stage failed; lane 2's output is printed when it ends (molecule's per-scenario
 # logs stay under .cache/molecule-logs/). TEST_LANES=0 runs every stage one after the other (molecule after units),
 # to compare the two on a given machine.
 set -uo pipefail
 make=${MAKE:-make}
-stages=${TEST_STAGES:-lint units integration}
-lane2=${TEST_LANE2:-molecule sanity}
+stages=${TEST_STAGES:-integration}
+lane2=${TEST_LANE2:-molecule sanity lint units}
 mkdir -p .cache
 mlog=.cache/lane2.log
 rm -f "$mlog" .cache/lane2.rc
