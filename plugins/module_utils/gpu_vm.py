@@ -279,3 +279,35 @@ def plan(vm, node_vms, pci, vlans, settings):
         config["net%d" % index] = nets.get("net%d" % index)
     config.update(settings["extra_config"] or {})
     return {"config": config, "slots": slots, "mappings": mappings, "warnings": warnings}
+
+
+def limit_names(limit):
+    """The host names a --limit (ansible_limit) names literally: its entries split on ',' and ':', without
+    exclusions (!x), intersections (&x), wildcards, ranges and regular expressions (~x), which name no host by
+    itself."""
+    if not isinstance(limit, str):
+        return []
+    names = []
+    for entry in re.split(r"[,:]", limit):
+        entry = entry.strip()
+        if not entry or entry[0] in "!&~@" or any(c in entry for c in "*?[]"):
+            continue
+        names.append(entry)
+    return names
+
+
+def destroy_problems(state, host, vm_name, vmid, limit, destroy):
+    """Why a GPU VM in state ``absent`` may not be destroyed by this run ([] when it may, or is not absent): it must
+    be named, literally, by the run's --limit (``limit``: ansible_limit, None without one) or by ``destroy``
+    (gpu_vm_destroy: inventory names or VM names). A limit by group (--limit gpu_vms) or pattern names no VM: one
+    command must not destroy every GPU VM of an inventory."""
+    if not isinstance(destroy, (list, tuple)) or not all(isinstance(d, str) for d in destroy):
+        return ["gpu_vm_destroy: %r is not a list of VM names (inventory names or gpu_vm_name)" % (destroy,)]
+    if state != "absent":
+        return []
+    named = set(limit_names(limit)) | set(destroy)
+    if host in named or vm_name in named:
+        return []
+    return ["gpu_vm_state: absent would destroy VM %s (%s) of %s, and this run names no VM to destroy: limit the "
+            "run to the VMs to take away by their names (--limit %s; a group or a pattern names none), or list them "
+            "in gpu_vm_destroy. Nothing was changed." % (vmid, vm_name, host, host)]

@@ -157,7 +157,20 @@ def test_state_absent_without_naming_the_vms_is_refused_before_anything_changes(
                 % (vmid, host, host)) in text
     assert "--limit gpu-a" in text and "gpu_vm_destroy" in text
     assert state_changing(labpve) == [] and sorted(vm.vmid for vm in labpve.vms) == [120, 121]
-    # Named in gpu_vm_destroy: that one goes, the other is still refused (the run fails for it).
+    # A limit by group names no VM either.
+    rc, report, err = run(path, "--limit", "gpu_vms,pve_hosts", "-e", "gpu_vm_state=absent")
+    assert rc != 0 and "would destroy VM 121 (gpu-b)" in str(report)
+    assert state_changing(labpve) == [] and sorted(vm.vmid for vm in labpve.vms) == [120, 121]
+    # gpu_vm_destroy names one and the other is absent too: the whole run is refused (validate, any_errors_fatal).
     rc, report, err = run(path, "-e", "gpu_vm_state=absent", "-e", '{"gpu_vm_destroy": ["gpu-b"]}')
     assert rc != 0 and "would destroy VM 120 (gpu-a)" in str(report)
+    assert state_changing(labpve) == [] and sorted(vm.vmid for vm in labpve.vms) == [120, 121]
+    # As a site keeps it: gpu-b absent and named in its vars; a run without a limit takes gpu-b away, keeps gpu-a.
+    with open(path) as handle:
+        data = yaml.safe_load(handle)
+    data["all"]["children"]["gpu_vms"]["hosts"]["gpu-b"].update(gpu_vm_state="absent", gpu_vm_destroy=["gpu-b"])
+    with open(path, "w") as handle:
+        yaml.safe_dump(data, handle)
+    rc, report, err = run(path)
+    assert rc == 0, (report["stats"], err[-2000:])
     assert sorted(vm.vmid for vm in labpve.vms) == [120]

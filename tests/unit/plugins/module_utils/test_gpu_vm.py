@@ -169,3 +169,33 @@ def test_config_mappings_are_the_collections_own_mappings_of_the_node():
     # The names config_mappings accepts are the ones mapping_name makes.
     assert gpu_vm.config_mappings({"hostpci0": "mapping=%s" % gpu_vm.mapping_name("lab", "pve 1", "0000:41:00")},
                                   "lab", "pve 1") == [gpu_vm.mapping_name("lab", "pve 1", "0000:41:00")]
+
+
+# -- gpu_vm_state absent: only a VM the run names ---------------------------------------------------------------
+@pytest.mark.parametrize("limit, destroy, refused", [
+    (None, [], True),                      # -e gpu_vm_state=absent alone: every VM would go
+    ("gpu_vms", [], True),                 # a group names no VM
+    ("all", [], True),
+    ("gpu-*", [], True),                   # nor does a pattern
+    ("!gpu-b", [], True),                  # an exclusion names what stays
+    ("gpu-a,pve-a", [], False),
+    ("pve-a:gpu-a", [], False),
+    ("vm-a", [], False),                   # the VM's own name
+    (None, ["gpu-a"], False),
+    (None, ["vm-a"], False),
+    ("gpu_vms", ["gpu-b"], True),
+])
+def test_a_vm_in_state_absent_must_be_named_by_the_run(limit, destroy, refused):
+    problems = gpu_vm.destroy_problems("absent", "gpu-a", "vm-a", 120, limit, destroy)
+    if refused:
+        assert len(problems) == 1 and problems[0].startswith(
+            "gpu_vm_state: absent would destroy VM 120 (vm-a) of gpu-a, and this run names no VM to destroy"), problems
+        assert "--limit gpu-a" in problems[0] and "gpu_vm_destroy" in problems[0]
+    else:
+        assert problems == []
+
+
+def test_other_states_pass_and_a_bad_destroy_list_is_named():
+    assert gpu_vm.destroy_problems("started", "gpu-a", "vm-a", 120, None, []) == []
+    assert gpu_vm.destroy_problems("started", "gpu-a", "vm-a", 120, None, "gpu-a") == [
+        "gpu_vm_destroy: 'gpu-a' is not a list of VM names (inventory names or gpu_vm_name)"]
