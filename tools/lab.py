@@ -256,7 +256,8 @@ def docker_images(hostvars):
 def cache_volume(images):
     """The name of the cache volume of these images: their names and podman image ids hashed, so that a rebuilt
     image makes a new cache (None when one is missing: load_images says which)."""
-    pairs = ["%s %s" % (image, image_id(image)) for image in images]
+    # The lab host image too: its Docker wrote the cache, and another Docker version might not read it.
+    pairs = ["%s %s" % (image, image_id(image)) for image in [HOST_IMAGE] + list(images)]
     if not images or any(pair.endswith(" None") for pair in pairs):
         return None
     digest = hashlib.sha256("\n".join(pairs).encode()).hexdigest()
@@ -281,10 +282,12 @@ def docker_cache(hostvars):
     volumes (older images) are removed."""
     images = docker_images(hostvars)
     name = cache_volume(images)
+    CACHE_ROOT["path"] = None
     if name is None:
         return None
     path = volume_path(name)
     if path and os.path.exists(os.path.join(path, "complete")):
+        CACHE_ROOT["path"] = path
         return path
     started = time.time()
     say("building the Docker image cache %s (%d images; once per machine and image set)" % (name, len(images)))
@@ -318,31 +321,44 @@ def docker_cache(hostvars):
     if stale:
         run(["podman", "volume", "rm", "-f"] + stale, capture=True)
     say("built the Docker image cache in %d s" % (time.time() - started))
+    CACHE_ROOT["path"] = path
     return path
 
 
+# The cache of this lab's image set (docker_cache sets it in `up`; None: no cache, the images are loaded).
+CACHE_ROOT = {"path": None}
+
+
 def cached_docker_root():
-    """The path of a complete Docker image cache volume, or None."""
-    names = run(["podman", "volume", "ls", "--filter", "label=" + CACHE_LABEL, "--format", "{{.Name}}"],
-                check=False, capture=True).stdout.split()
-    for name in names:
-        path = volume_path(name)
-        if path and os.path.exists(os.path.join(path, "complete")):
-            return path
-    return None
+    """The path of the image cache built for this lab's images (never another image set's), or None."""
+    path = CACHE_ROOT["path"]
+    return path if path and os.path.exists(os.path.join(path, "complete")) else None
 
 
 def seed_docker_data(data):
     """A new Docker host's data root from the image cache: its layers as hard links (instant, no space; Docker only
     reads an image's layers - a container writes to its own upper layer), the image store's small files copied.
-    Only into an empty data root, and only on the same file system; otherwise load_images loads the images."""
+    Only into an empty data root, and only on the same file system. Copied beside it first and moved into place
+    only when both copies worked: a copy that fails (no hard links across these directories, a full disk) leaves
+    the data root empty, and load_images loads the images instead."""
     if os.listdir(data):
         return
     cache = cached_docker_root()
     if not cache or os.stat(cache).st_dev != os.stat(data).st_dev:
         return
-    run(["cp", "-a", os.path.join(cache, "image"), os.path.join(data, "image")], capture=True)
-    run(["cp", "-al", os.path.join(cache, "overlay2"), os.path.join(data, "overlay2")], capture=True)
+    staging = data.rstrip("/") + ".seeding"
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging, mode=0o700)
+    copied = (run(["cp", "-a", os.path.join(cache, "image"), os.path.join(staging, "image")], check=False,
+                  capture=True).returncode == 0
+              and run(["cp", "-al", os.path.join(cache, "overlay2"), os.path.join(staging, "overlay2")], check=False,
+                      capture=True).returncode == 0)
+    if copied:
+        for entry in CACHE_KEEP:
+            os.rename(os.path.join(staging, entry), os.path.join(data, entry))
+    else:
+        say("could not seed %s from the image cache: its images are loaded instead" % data)
+    shutil.rmtree(staging, ignore_errors=True)
 
 
 def container_state(name):
