@@ -399,8 +399,10 @@ def model_list(data):
 def vm_deployment_ids(config):
     """The ids (model_info.id) of a config's GPU VM deployments, one per (VM, model), in config order: what the
     gateway's verify probes through the proxy (LiteLLM routes a request whose model is a deployment id to that
-    deployment alone). A group's in-group fallbacks to other groups' servers are the same servers again, and
-    external models would call their provider (money; no answer on an offline site): neither is listed."""
+    deployment alone): the entries serving their own group through vLLM's API (``hosted_vllm/<group>``). A group's
+    in-group fallbacks to other groups' servers are the same servers again, and a provider's model would cost money
+    and has no answer on an offline site: neither is listed. (An external model given as ``hosted_vllm/<its own
+    name>`` - a vLLM server elsewhere - is listed: one token costs it nothing.)"""
     ids = []
     for entry in config.get("model_list") or []:
         params = entry.get("litellm_params") or {}
@@ -468,6 +470,14 @@ def build(data):
     if callbacks:
         litellm_settings["callbacks"] = callbacks
     entries = model_list(data)
+    # LiteLLM keys its deployments by model_info.id (routing, cooldowns, the verify's probes): two entries with one id
+    # (a host and a group whose names join the same way, e.g. group chat on gpu-fast and chat's fallback fast on gpu)
+    # would be one deployment to it.
+    ids = [entry["model_info"]["id"] for entry in entries]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise LitellmConfigError(["model_info.id %s is given to two deployments (group and host names join to the "
+                                  "same id): rename a model group or a GPU VM host" % i for i in twice])
     for vm in data.get("gpu_vms") or []:
         if vm.get("models") and vm.get("api_key", True):
             env[env_name("VLLM_API_KEY", vm["host"])] = "vLLM API key of %s" % vm["host"]

@@ -216,6 +216,17 @@ def test_the_gateways_verify_probes_each_vm_deployment_once_and_no_external_mode
         "http://10.0.20.21:8003/v1"]
 
 
+def test_two_deployments_with_one_id_are_refused():
+    """chat on host gpu-fast is chat-gpu-fast; chat's in-group fallback to fast on host gpu is chat-gpu-fast too."""
+    hosts = {"gpu-fast": {"interfaces": [{"vlan": "inference", "address": "10.0.20.20"}],
+                          "models": [{"name": "chat", "port": 8001}]},
+             "gpu": {"interfaces": [{"vlan": "inference", "address": "10.0.20.21"}],
+                     "models": [{"name": "fast", "port": 8001}]}}
+    with pytest.raises(litellm_config.LitellmConfigError) as err:
+        litellm_config.build({"hosts": hosts, "vlan": "inference", "fallbacks": {"chat": ["fast"]}})
+    assert any("model_info.id chat-gpu-fast is given to two deployments" in e for e in err.value.errors)
+
+
 # -- issue 20: the role's own variables, checked before anything is rendered --------------------------------
 ROLE = {"litellm_bind_address": "127.0.0.1", "litellm_port": 4000, "litellm_workers": 3, "litellm_num_retries": 2,
         "litellm_timeout": 600, "litellm_allowed_fails": 0, "litellm_cooldown_time": 30, "litellm_retry_after": 0,
