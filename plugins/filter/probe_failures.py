@@ -12,9 +12,9 @@ name: probe_failures
 short_description: One message per readiness probe of a looped uri task that did not answer HTTP 200
 version_added: 0.1.0
 description:
-  - Takes the registered result of a looped C(ansible.builtin.uri) task (a readiness probe such as a one-token
+  - "Takes the registered result of a looped C(ansible.builtin.uri) task (a readiness probe such as a one-token
     completion) and returns C(<label>: <what>: HTTP <status> <the server's error>) for each probe that did not end
-    with HTTP 200; skipped items are not probes.
+    with HTTP 200; skipped items are not probes."
   - The roles print these messages instead of the registered results, whose invocation holds the request's
     Authorization header.
   - The logic is in plugins/module_utils/service_start.py (C(probe_failures)).
