@@ -12,7 +12,7 @@ settings with and without the prometheus callback, at 1 and 8 streams (results u
 Everything (client, proxy, upstream) shares this machine's cores, so read the numbers as relative.
 
 --smoke runs the same code with tiny sizes (1 stream, 2 requests, the role's LiteLLM settings with 1 worker and the
-TLS hop only; the real server at 1 stream; about 60 s here, most of it the real server's start), writing its results
+TLS hop only; with --real also the real server at 1 stream, about 60 s more), writing its results
 to a temporary directory (or --out), never to bench/results/: tests/integration/test_bench_smoke.py runs it, so that
 make bench cannot rot. Exits 1 when a request failed.
 """
@@ -145,6 +145,18 @@ def measure(url, key, streams, sizes, context=None):
     if errors:
         summary["first_error"] = errors[0][:300]
     return summary
+
+
+def proxied_rows(port, key, direct, streams, sizes):
+    """{streams: the proxy's summary and what it adds over ``direct`` (TTFT p50/p99), its gap p99}."""
+    rows = {}
+    for n in streams:
+        proxied = measure("http://127.0.0.1:%d" % port, key, n, sizes)
+        rows[n] = {"proxied": proxied,
+                   "added_ttft_p50_ms": minus(proxied["ttft_p50_ms"], direct[n]["ttft_p50_ms"]),
+                   "added_ttft_p99_ms": minus(proxied["ttft_p99_ms"], direct[n]["ttft_p99_ms"]),
+                   "gap_p99_ms": proxied["gap_p99_ms"]}
+    return rows
 
 
 def minus(a, b):
@@ -325,14 +337,8 @@ def real_upstream(sizes, smoke, env, work, role_workers):
         for label, prometheus in settings[:1] if smoke else settings:
             proc, proxy_port = run_proxy(config(port, prometheus), role_workers, "ERROR", env, work)
             try:
-                rows = {}
-                for n in sizes["real_streams"]:
-                    proxied = measure("http://127.0.0.1:%d" % proxy_port, env["LITELLM_MASTER_KEY"], n, sizes)
-                    rows[n] = {"proxied": proxied,
-                               "added_ttft_p50_ms": minus(proxied["ttft_p50_ms"], direct[n]["ttft_p50_ms"]),
-                               "added_ttft_p99_ms": minus(proxied["ttft_p99_ms"], direct[n]["ttft_p99_ms"]),
-                               "gap_p99_ms": proxied["gap_p99_ms"]}
-                out["settings"][label] = rows
+                out["settings"][label] = proxied_rows(proxy_port, env["LITELLM_MASTER_KEY"], direct,
+                                                      sizes["real_streams"], sizes)
             finally:
                 stop(proc)
         return out
@@ -346,7 +352,7 @@ def urlopen_local(port, path):
     return conn.getresponse().read().decode()
 
 
-def bench(sizes, smoke, work):
+def bench(sizes, smoke, work, real=True):
     version = subprocess.run([os.path.join(ROOT, ".venv-litellm", "bin", "python"), "-c",
                               "import importlib.metadata as m; print(m.version('litellm'))"],
                              capture_output=True, text=True, check=True).stdout.strip()
@@ -370,13 +376,7 @@ def bench(sizes, smoke, work):
         for label, workers, log_level, prometheus in settings:
             proc, port = run_proxy(config(upstream_port, prometheus), workers, log_level, env, work)
             try:
-                rows = {}
-                for n in sizes["streams"]:
-                    proxied = measure("http://127.0.0.1:%d" % port, env["LITELLM_MASTER_KEY"], n, sizes)
-                    rows[n] = {"proxied": proxied,
-                               "added_ttft_p50_ms": minus(proxied["ttft_p50_ms"], direct[n]["ttft_p50_ms"]),
-                               "added_ttft_p99_ms": minus(proxied["ttft_p99_ms"], direct[n]["ttft_p99_ms"]),
-                               "gap_p99_ms": proxied["gap_p99_ms"]}
+                rows = proxied_rows(port, env["LITELLM_MASTER_KEY"], direct, sizes["streams"], sizes)
                 results["settings"][label] = rows
                 if label.startswith("role defaults"):
                     results["tls_proxy"] = tls_hop(port, env["LITELLM_MASTER_KEY"], direct, rows, sizes)
@@ -384,8 +384,13 @@ def bench(sizes, smoke, work):
                 stop(proc)
     finally:
         stop(upstream)
-    # The same through the real server (vLLM's CPU backend; its key is the stand-in's, VLLM_API_KEY_BENCH).
-    results["real_vllm"] = real_upstream(sizes, smoke, env, work, role_workers)
+    # The same through the real server (vLLM's CPU backend; its key is the stand-in's, VLLM_API_KEY_BENCH). Not in
+    # --smoke unless --real: a real server busy-polls a core for minutes, which CI's 2 cores cannot spare beside the
+    # lab (whose test runs the same server through the same gateway).
+    if real:
+        results["real_vllm"] = real_upstream(sizes, smoke, env, work, role_workers)
+    else:
+        results["real_vllm"] = "not measured: --smoke without --real"
     return results
 
 
@@ -401,7 +406,11 @@ def report(results):
                   % (label, n, ms(row["added_ttft_p50_ms"]), ms(row["added_ttft_p99_ms"]), row["gap_p99_ms"] or 0,
                      row["proxied"]["errors"]))
     real = results.get("real_vllm") or {}
-    print("  over the real server: %s" % real.get("upstream"))
+    if isinstance(real, str):
+        print("  over the real server: %s" % real)
+        real = {}
+    else:
+        print("  over the real server: %s" % real.get("upstream"))
     for n, row in (real.get("direct") or {}).items():
         failed += row["errors"]
         print("    direct %2d streams: TTFT p50/p99 %s / %s ms" % (n, ms(row["ttft_p50_ms"]), ms(row["ttft_p99_ms"])))
@@ -432,13 +441,15 @@ def main(argv=None):
                              "directory (the tests run this)")
     parser.add_argument("--out", help="the results file (default bench/results/litellm-overhead.json; with --smoke "
                                       "a temporary directory's)")
+    parser.add_argument("--real", action="store_true",
+                        help="with --smoke, also measure over the real vLLM (the full run always does)")
     args = parser.parse_args(argv)
     if not os.path.exists(LITELLM):
         print("bench_litellm: %s missing (make setup)" % LITELLM)
         return 1
     work = tempfile.mkdtemp(prefix="bench-litellm-")
     try:
-        results = bench(SMOKE if args.smoke else FULL, args.smoke, work)
+        results = bench(SMOKE if args.smoke else FULL, args.smoke, work, real=args.real or not args.smoke)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = args.out or os.path.join(tempfile.mkdtemp(prefix="bench-smoke-") if args.smoke

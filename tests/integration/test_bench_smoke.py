@@ -83,15 +83,9 @@ def test_bench_litellm(tmp_path):
     assert label.startswith("role defaults"), label
     assert_stream_summary(rows["1"]["proxied"])
     assert_numbers(rows["1"], "added_ttft_p50_ms", "added_ttft_p99_ms", "gap_p99_ms")
-    # The real server (the lab's vLLM image, CPU backend): direct and through the role's LiteLLM settings.
-    real = results["real_vllm"]
-    assert real["upstream"].startswith("vLLM 0.") and "CPU backend" in real["upstream"], real["upstream"]
-    assert list(real["direct"]) == ["1"]
-    assert_stream_summary(real["direct"]["1"])
-    (label, rows), = real["settings"].items()
-    assert label.startswith("role defaults"), label
-    assert_stream_summary(rows["1"]["proxied"])
-    assert_numbers(rows["1"], "added_ttft_p50_ms", "added_ttft_p99_ms", "gap_p99_ms")
+    # The real server is not measured in --smoke without --real (CI's cores; make bench always measures it):
+    # the smoke says so instead of leaving it out silently.
+    assert results["real_vllm"] == "not measured: --smoke without --real"
     for server in ("nginx", "caddy"):
         hop = results["tls_proxy"][server]
         if shutil.which(server) is None:

@@ -519,6 +519,9 @@ def test_the_verify_probe_reaches_each_deployment_and_names_a_dead_one_that_its_
     ids = litellm_config.vm_deployment_ids(config)
     assert sorted(ids) == ["balanced-gpu-a", "fast-gpu-a", "fast-gpu-b", "reasoning-gpu-b"]
     upstreams = proxy["upstreams"]
+    for upstream in upstreams.values():  # the failover test above leaves b-reasoning killed
+        if upstream.proc.poll() is not None:
+            upstream.start()
     before = {name: u.completions() for name, u in upstreams.items()}
     results = [verify_probe(proxy, i) for i in ids]
     assert [r["status"] for r in results] == [200] * len(ids), results
