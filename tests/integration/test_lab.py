@@ -626,6 +626,139 @@ def test_burnin_vllm_bench_serve_is_the_real_tool_against_the_real_server_and_bu
         assert metrics[name] > 0, (name, metrics)
 
 
+# ---------------------------------------------------------------- a run killed half-way (issue #34)
+
+def container_started(host, container):
+    """When a compose container on a lab host started, in seconds since the epoch (the host's clock)."""
+    got = podman("exec", host, "docker", "inspect", "--format", "{{.State.StartedAt}}", container)
+    assert got.returncode == 0, got.stderr
+    return float(podman("exec", host, "date", "-d", got.stdout.strip(), "+%s.%N").stdout)
+
+
+def file_mtime(host, path):
+    return float(podman("exec", host, "stat", "-c", "%.9Y", path).stdout)
+
+
+def gateway_runs_its_config():
+    return (container_started("llmstack-lab-gateway", "llm-gateway-litellm-1")
+            > file_mtime("llmstack-lab-gateway", "/opt/llm-gateway/config.yaml"))
+
+
+def prometheus_scrapes_every(interval):
+    return lambda: "scrape_interval: %s" % interval in monitoring_get(PROMETHEUS + "/api/v1/status/config")["data"][
+        "yaml"]
+
+
+def killed_when(args, done, timeout=900):
+    """Run ansible-playbook with args, SIGKILL its process group (its workers and connections too) as soon as done()
+    holds; returns the seconds it ran."""
+    import signal
+    import time
+
+    start = time.monotonic()
+    proc = subprocess.Popen([os.path.join(ROOT, ".venv", "bin", "ansible-playbook")] + list(args), cwd=ROOT,
+                            env=ansible_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        while not done():
+            assert proc.poll() is None, "the run ended (rc %s) before it was to be killed" % proc.returncode
+            assert time.monotonic() - start < timeout, "not killed within %d s" % timeout
+            time.sleep(0.2)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return time.monotonic() - start
+
+
+def killed_then_rerun(tmp_path, tag, setting, host, path, written, applied):
+    """The issue's trial: a setting changed, `site.yml --tags <tag>` SIGKILLed as soon as the new file is on the host
+    (before its handler ran: the service does not apply it yet), then run again with the same setting: the service
+    applies it. Returns the arguments of the run, for more steps with the same setting."""
+    extra = tmp_path / "setting.json"
+    extra.write_text(json.dumps(setting))
+    args = ["site.yml", "-i", LAB, "--tags", tag, "-e", "@%s" % extra]
+
+    def on_host():
+        return written in podman("exec", host, "cat", path).stdout
+
+    killed_when(args, on_host)
+    assert not applied(), "killed too late: the service already applied the change (the test proves nothing)"
+    rc, out, err = playbook(*args)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    wait_for(lambda: applied() or None, 60, "the service applying the change the killed run wrote")
+    return args
+
+
+def put_back(tag):
+    rc, out, err = playbook("site.yml", "-i", LAB, "--tags", tag)
+    assert rc == 0, out[-4000:] + err[-2000:]
+
+
+def test_a_run_killed_or_failing_after_config_yaml_is_written_has_the_gateway_restart_on_the_rerun(
+        running_lab, tmp_path):
+    """LiteLLM restarts on a changed config.yaml; a run that dies before its handler used to leave the container on
+    the old config (the issue's own trial: the rerun found the file unchanged). applied_config's record of what the
+    gateway last applied differs from the file, so the rerun restarts it - checked as the container's start after
+    config.yaml's mtime. Killed (SIGKILL right after the file is written), then failing: a directory in place of
+    docker-compose.yml fails its write, the task right after config.yaml's, and without force_handlers no restart
+    runs. The setting is then put back by a plain run."""
+    killed_then_rerun(tmp_path, "litellm", {"litellm_num_retries": 4}, "llmstack-lab-gateway",
+                      "/opt/llm-gateway/config.yaml", "num_retries: 4", gateway_runs_its_config)
+    (tmp_path / "setting.json").write_text(json.dumps({"litellm_num_retries": 5}))
+    args = ["site.yml", "-i", LAB, "--tags", "litellm", "-e", "@%s" % (tmp_path / "setting.json")]
+    compose = "/opt/llm-gateway/docker-compose.yml"
+    moved = podman("exec", "llmstack-lab-gateway", "sh", "-c", "mv {0} {0}.kept && mkdir {0}".format(compose))
+    assert moved.returncode == 0, moved.stderr
+    try:
+        rc, out, err = playbook(*args)
+    finally:
+        back = podman("exec", "llmstack-lab-gateway", "sh", "-c", "rmdir {0} && mv {0}.kept {0}".format(compose))
+    assert back.returncode == 0, back.stderr
+    assert rc != 0 and "Write the compose project" in out, out[-3000:]
+    assert "num_retries: 5" in podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/config.yaml").stdout
+    assert not gateway_runs_its_config()
+    rc, out, err = playbook(*args)
+    assert rc == 0, out[-4000:] + err[-2000:]
+    assert gateway_runs_its_config()
+    put_back("litellm")
+
+
+def test_a_run_killed_after_prometheus_yml_is_written_has_prometheus_reload_on_the_rerun(running_lab, tmp_path):
+    """The same for a reload: Prometheus re-reads prometheus.yml on SIGHUP; its running config is read back from its
+    API (the new scrape interval)."""
+    killed_then_rerun(tmp_path, "monitoring", {"monitoring_interval": "17s"}, "llmstack-lab-obs",
+                      "/opt/monitoring/prometheus/prometheus.yml", "scrape_interval: 17s",
+                      prometheus_scrapes_every("17s"))
+    put_back("monitoring")
+    wait_for(lambda: not prometheus_scrapes_every("17s")(), 60, "Prometheus back on its default interval")
+
+
+def test_a_record_behind_the_proxys_files_reloads_it_once_on_the_next_run(running_lab):
+    """What a run that died after writing the Caddyfile leaves behind - applied_config's record of it older than the
+    file (set here by hand, instead of a third killed run) - has the next `--tags tls_proxy` reload Caddy once and
+    record the file as it is (its sha256). The old code never reloaded on a rerun."""
+    record = "/var/lib/llmstack/applied/tls_proxy.json"
+    data = json.loads(podman("exec", "llmstack-lab-gateway", "cat", record).stdout)
+    caddyfile = [path for path in data["files"] if path.endswith("Caddyfile")]
+    assert len(caddyfile) == 1, data
+    data["files"][caddyfile[0]] = "0" * 64
+    written = subprocess.run(["podman", "exec", "-i", "llmstack-lab-gateway", "sh", "-c", "cat > " + record],
+                             input=json.dumps(data), env=ansible_env(), text=True, capture_output=True, check=False)
+    assert written.returncode == 0, written.stderr
+
+    def reloads():
+        journal = podman("exec", "llmstack-lab-gateway", "journalctl", "-u", "caddy", "--no-pager", "-o", "cat")
+        return journal.stdout.count("Reloaded caddy.service")
+
+    before = reloads()
+    rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "tls_proxy")
+    assert rc == 0, out[-4000:] + err[-2000:]
+    assert reloads() == before + 1
+    digest = podman("exec", "llmstack-lab-gateway", "sha256sum", caddyfile[0]).stdout.split()[0]
+    assert json.loads(podman("exec", "llmstack-lab-gateway", "cat", record).stdout)["files"][caddyfile[0]] == digest
+
+
 # ---------------------------------------------------------------- the policy, loaded in every lab host (issue #31)
 
 PROBE = """
