@@ -22,7 +22,8 @@ description:
     restart an earlier run owed (RV(pending)) - the task is reported changed and notifies the role's handler. Without
     a record, the files as they are now are recorded when any of them exists (RV(baseline)) - the first run of this
     module on an existing install; a first install has none of them yet.
-  - O(state=applied), after the handlers ran and only where the service runs, records the files as they are now.
+  - O(state=applied), after the handlers ran, records the files as they are now (a service the run did not start
+    starts on them when it starts).
   - The record holds a sha256 per file (a directory's covers its files), never content.
   - The logic is in plugins/module_utils/applied_config.py.
 author:
