@@ -26,8 +26,11 @@ description:
     line is read and the new one written). The file is created 0600 and a missing directory 0700.
   - Optionally forwards each line to syslog (RFC 5424 over UDP, TCP with octet counting, or a unix socket) so the
     records, and their hashes, also leave the controller.
-  - A record that cannot be written or forwarded is a warning, never a failed run; the run's last record says how
-    many were lost.
+  - With O(required), a log that cannot be written stops the run before its first task, naming the file (what AWX
+    job templates should set; docs/awx.md). Otherwise a record that cannot be written is a warning, and goes to
+    O(fallback_syslog) instead (unsealed - the chain is in the file), unless O(syslog_address) already receives every
+    record. The run's last record says how many were lost, and the verifier names those runs.
+  - A record that cannot be forwarded to O(syslog_address) is a warning.
 requirements:
   - Enable it with C(callbacks_enabled = pvegpu.llmstack.audit_log) in C(ansible.cfg) (the collection's own
     ansible.cfg does) or C(ANSIBLE_CALLBACKS_ENABLED).
@@ -72,6 +75,31 @@ options:
     ini:
       - section: callback_audit_log
         key: syslog_address
+  required:
+    description:
+      - Stop the run before its first task when the audit log cannot be opened for appending (a missing or
+        read-only directory, a file of another user, a directory in its place), naming the file.
+      - A record that cannot be written later in the run (a full disk) cannot stop the tasks already under way; it
+        is a warning, goes to O(fallback_syslog), and is counted in the run's last record.
+    type: bool
+    default: false
+    env:
+      - name: LLMSTACK_AUDIT_REQUIRED
+    ini:
+      - section: callback_audit_log
+        key: required
+  fallback_syslog:
+    description:
+      - Where a record that cannot be written to the file goes instead (same forms as O(syslog_address)); the
+        local syslog socket by default, which journald reads. Empty to send nothing. Not used when
+        O(syslog_address) is set (it receives every record anyway).
+    type: str
+    default: unix:///dev/log
+    env:
+      - name: LLMSTACK_AUDIT_FALLBACK_SYSLOG
+    ini:
+      - section: callback_audit_log
+        key: fallback_syslog
   syslog_facility:
     description: The syslog facility of the forwarded messages.
     type: str
@@ -132,6 +160,7 @@ class CallbackModule(CallbackBase):
         self.lost = 0
         self.warned = set()
         self.base = {}
+        self.fallback = None
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)
@@ -143,6 +172,15 @@ class CallbackModule(CallbackBase):
             problem = str(err)
         if problem:
             self._warn(problem)
+        if self.get_option("required"):
+            try:
+                self.writer.check_writable()
+            except audit_log.AuditLogError as err:
+                # Ansible turns an exception of a callback's set_options into a warning and runs on: SystemExit is
+                # the one way out here (load_callbacks, in the controller's main process, before any task).
+                self._display.error("audit_log: %s; the run stops before its first task because the audit log is "
+                                    "required (LLMSTACK_AUDIT_REQUIRED / [callback_audit_log] required)" % err)
+                raise SystemExit(1)
         address = self.get_option("syslog_address")
         self.facility = self.get_option("syslog_facility")
         if address:
@@ -150,6 +188,12 @@ class CallbackModule(CallbackBase):
                 self.syslog = audit_log.SyslogSender(address)
             except audit_log.AuditLogError as err:
                 self._warn("audit_log: %s; records stay in %s only" % (err, self.writer.path))
+        fallback = self.get_option("fallback_syslog")
+        if fallback and self.syslog is None:
+            try:
+                self.fallback = audit_log.SyslogSender(fallback)
+            except audit_log.AuditLogError as err:
+                self._warn("audit_log: fallback_syslog: %s" % err)
         self.base = {
             "v": audit_log.FORMAT_VERSION,
             "run": self.run_id,
@@ -180,6 +224,7 @@ class CallbackModule(CallbackBase):
         except (audit_log.AuditLogError, ValueError, TypeError) as err:
             self.lost += 1
             self._warn("audit_log: record not written: %s" % err)
+            self._fall_back(record, event, status)
             return
         if self.syslog is not None:
             try:
@@ -191,6 +236,20 @@ class CallbackModule(CallbackBase):
                                                        record["time"]))
             except audit_log.AuditLogError as err:
                 self._warn("audit_log: %s" % err)
+
+    def _fall_back(self, record, event, status):
+        """The record the file did not take, unsealed, to fallback_syslog (the chain lives in the file only)."""
+        if self.fallback is None:
+            return
+        try:
+            line = audit_log.canonical(dict(record, unsealed=True))
+        except (ValueError, TypeError):
+            return
+        try:
+            self.fallback.send(audit_log.rfc5424(line, self.facility, status or event, self.base["controller"],
+                                                 self.base["pid"], event, record["time"]))
+        except audit_log.AuditLogError as err:
+            self._warn("audit_log: fallback_syslog: %s" % err)
 
     def _task_record(self, result, status, **extra):
         task = result.task
@@ -253,5 +312,6 @@ class CallbackModule(CallbackBase):
         if self.lost:
             self._display.warning("audit_log: %d records of this run could not be written to %s"
                                   % (self.lost, self.writer.path))
-        if self.syslog is not None:
-            self.syslog.close()
+        for sender in (self.syslog, self.fallback):
+            if sender is not None:
+                sender.close()

@@ -188,6 +188,11 @@ class AuditLogWriter:
             raise AuditLogError("short write to the audit log %s (%d of %d bytes): disk full?"
                                 % (self.path, written, len(line)))
 
+    def check_writable(self):
+        """AuditLogError naming the file when it cannot be opened for appending (creating it, and its directory, when
+        missing - it is empty then, and the first record starts its chain)."""
+        os.close(self._open())
+
     def append(self, record):
         """Seal ``record`` onto the end of the chain; returns its hash. Starts the chain in an empty file."""
         fd = self._open()
@@ -357,11 +362,13 @@ def verify_bytes(data, anchor=None):
 
     Counts: ``lines`` (all lines), ``records`` (lines after the chain start), ``valid_lines`` (lines before the
     first broken one), ``events`` (records per event), ``statuses`` (task records per status), ``hosts``,
-    ``runs``; ``nonce``, ``first_time``, ``last_time``, ``last_hash`` of the valid part.
+    ``runs``; ``nonce``, ``first_time``, ``last_time``, ``last_hash`` of the valid part. What the file cannot show:
+    ``lost`` (runs whose last record counts records that were not written: ``{run, time, lost_records}``) and
+    ``unfinished`` (runs without their last record: killed, still running, or that record lost).
     """
     report = {"ok": True, "line": None, "reason": None, "lines": 0, "records": 0, "valid_lines": 0, "events": {},
               "statuses": {}, "hosts": 0, "runs": 0, "nonce": None, "first_time": None, "last_time": None,
-              "last_hash": None}
+              "last_hash": None, "lost": [], "unfinished": []}
     if anchor is not None and not HASH_RE.match(str(anchor)):
         raise ValueError("anchor must be a SHA-256 hash: 64 lowercase hex characters")
     if not data:
@@ -383,6 +390,7 @@ def verify_bytes(data, anchor=None):
         claimed.append(value if isinstance(value, str) else None)
 
     hosts, runs, prev_hash = set(), set(), None
+    run_order, finished = [], set()
     for index, raw in enumerate(raw_lines, 1):
         last_cut = not complete and index == len(raw_lines)
         reason = None
@@ -427,10 +435,19 @@ def verify_bytes(data, anchor=None):
         if record.get("host"):
             hosts.add(str(record["host"]))
         if record.get("run"):
-            runs.add(str(record["run"]))
+            run = str(record["run"])
+            if run not in runs:
+                run_order.append(run)
+            runs.add(run)
+            if event == "stats":
+                finished.add(run)
+                lost = record.get("lost_records")
+                if isinstance(lost, int) and lost > 0:
+                    report["lost"].append({"run": run, "time": record.get("time"), "lost_records": lost})
         report["first_time"] = report["first_time"] or record.get("time")
         report["last_time"] = record.get("time")
     report["hosts"], report["runs"] = len(hosts), len(runs)
+    report["unfinished"] = [run for run in run_order if run not in finished]
     if report["ok"] and anchor is not None and anchor not in claimed:
         report.update(ok=False, line=None,
                       reason="the anchor %s is not in the chain (lines after it deleted, or another file)" % anchor)
@@ -452,9 +469,16 @@ def verify_file(path, anchor=None):
 def describe(report):
     """One line for people: OK with counts, or BROKEN with the line and the reason."""
     if report["ok"]:
-        return ("OK: %d records (%s) from %d runs on %d hosts, %s .. %s; last hash %s"
+        text = ("OK: %d records (%s) from %d runs on %d hosts, %s .. %s; last hash %s"
                 % (report["records"], ", ".join("%s %d" % kv for kv in sorted(report["events"].items())) or "none",
                    report["runs"], report["hosts"], report["first_time"], report["last_time"], report["last_hash"]))
+        for lost in report.get("lost", []):
+            text += ("; NOT SEEN: %d records of run %s (%s) were not written here (its syslog receiver or "
+                     "fallback_syslog may hold them)" % (lost["lost_records"], lost["run"], lost["time"]))
+        if report.get("unfinished"):
+            text += ("; runs without their last record (killed, still running, or it was lost): %s"
+                     % ", ".join(report["unfinished"]))
+        return text
     where = "line %d: " % report["line"] if report["line"] else ""
     return "BROKEN: %s%s (%d lines before it verify)" % (where, report["reason"], report["valid_lines"])
 

@@ -114,6 +114,17 @@ last_hash:
   description: Hash of the last verified line; keep it elsewhere to use as a later O(anchor).
   returned: always
   type: str
+lost:
+  description: The runs whose last record counts records that could not be written to this file (C(run), C(time),
+    C(lost_records)); its syslog receiver or C(fallback_syslog) may hold them.
+  returned: always
+  type: list
+  elements: dict
+unfinished:
+  description: The runs (ids) without their last record - killed, still running, or that record was lost.
+  returned: always
+  type: list
+  elements: str
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -249,8 +249,20 @@ def test_the_command_line_runs_without_ansible(demo):
 def test_a_log_that_cannot_be_written_is_a_warning_not_a_failed_run(demo):
     blocker = demo["dir"] / "not-a-dir"
     blocker.write_text("")
-    result = play(dict(demo, audit=blocker / "audit.jsonl"))
+    result = play(dict(demo, audit=blocker / "audit.jsonl"), LLMSTACK_AUDIT_FALLBACK_SYSLOG="")
     assert "audit_log" in result.stderr and "could not be written" in result.stderr
+
+
+def test_a_required_log_that_cannot_be_written_stops_the_run_before_its_first_task(demo):
+    """LLMSTACK_AUDIT_REQUIRED (docs/awx.md: what AWX job templates set): the run fails naming the file, and the
+    demo's tasks (they write files in out/) never ran. Without the setting the same run goes on (test above)."""
+    blocker = demo["dir"] / "not-a-dir"
+    blocker.write_text("")
+    result = play(dict(demo, audit=blocker / "audit.jsonl"), check=False, LLMSTACK_AUDIT_REQUIRED="true")
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert str(blocker / "audit.jsonl") in output and "audit log is required" in output, output[-2000:]
+    assert list((demo["dir"] / "out").iterdir()) == []
 
 
 # ------------------------------------------------------------------------------------------ concurrency
@@ -387,6 +399,23 @@ def test_records_reach_a_real_syslog_receiver_and_anchor_the_chain(demo, rsyslog
     assert audit_log.verify_file(str(demo["audit"]))["ok"]
     result = verify_module(demo["audit"], {"anchor": anchor})
     assert result.get("failed") and "anchor" in result["reason"], result
+
+
+def test_records_the_file_does_not_take_reach_the_fallback_syslog_unsealed_and_without_secrets(demo, rsyslog):
+    """The log's directory is a file: every record goes to fallback_syslog instead (a real rsyslogd here; the local
+    /dev/log, which journald reads, by default), marked unsealed, the no_log secret never in it."""
+    blocker = demo["dir"] / "not-a-dir"
+    blocker.write_text("")
+    address = "udp://127.0.0.1:%d" % rsyslog["ports"]["udp"]
+    result = play(dict(demo, audit=blocker / "audit.jsonl"), LLMSTACK_AUDIT_FALLBACK_SYSLOG=address)
+    assert "could not be written" in result.stderr
+    got = [json.loads(message["msg"]) for message in received(rsyslog, 3)]
+    events = [record["event"] for record in got]
+    assert events[0] == "play_start" and events[-1] == "stats" and "task" in events, events
+    assert all(record["unsealed"] is True and "hash" not in record for record in got)
+    assert got[-1]["lost_records"] == len(got) - 1  # the stats record counts the ones before it
+    assert demo["secret"] not in rsyslog["out"].read_text()
+    assert any(record.get("status") == "changed" for record in got)
 
 
 # ------------------------------------------------------------------------------------------ as AWX runs it

@@ -77,6 +77,26 @@ def test_verify_accepts_an_untouched_log(tmp_path):
     assert report["last_hash"] == json.loads(lines_of((tmp_path / "a.jsonl").read_bytes())[-1])["hash"]
 
 
+def test_the_verifier_names_runs_that_lost_records_and_runs_without_their_last_record(tmp_path):
+    """A run's stats record counts what it could not write; a run killed has no stats record at all."""
+    writer = audit_log.AuditLogWriter(str(tmp_path / "a.jsonl"))
+    for run, events, lost in (("r1", ["play_start", "task", "stats"], 0), ("r2", ["play_start", "stats"], 3),
+                              ("r3", ["play_start", "task"], None)):
+        for n, event in enumerate(events):
+            record = {"v": 1, "event": event, "run": run, "time": "2026-12-05T00:00:%02d.000000Z" % n}
+            if event == "stats":
+                record["lost_records"] = lost
+            writer.append(record)
+    report = audit_log.verify_file(str(tmp_path / "a.jsonl"))
+    assert report["ok"] and report["runs"] == 3
+    assert report["lost"] == [{"run": "r2", "time": "2026-12-05T00:00:01.000000Z", "lost_records": 3}]
+    assert report["unfinished"] == ["r3"]
+    text = audit_log.describe(report)
+    assert "NOT SEEN: 3 records of run r2" in text and "without their last record" in text and text.endswith("r3")
+    clean = audit_log.verify_bytes(write_log(tmp_path / "b.jsonl"))
+    assert clean["lost"] == [] and clean["unfinished"] == ["r1"]  # write_log's run has no stats record
+
+
 def test_every_single_byte_edit_is_caught_on_its_line(tmp_path):
     data = write_log(tmp_path / "a.jsonl", 4)
     starts = [0]
