@@ -28,8 +28,8 @@ description:
     records, and their hashes, also leave the controller.
   - With O(required), a log that cannot be written stops the run before its first task, naming the file (what AWX
     job templates should set; docs/awx.md). Otherwise a record that cannot be written is a warning, and goes to
-    O(fallback_syslog) instead (unsealed - the chain is in the file), unless O(syslog_address) already receives every
-    record. The run's last record says how many were lost, and the verifier names those runs.
+    O(syslog_address) when it is set, else to O(fallback_syslog) (unsealed - the chain is in the file). The run's
+    last record says how many were lost, and the verifier names those runs.
   - A record that cannot be forwarded to O(syslog_address) is a warning.
 requirements:
   - Enable it with C(callbacks_enabled = pvegpu.llmstack.audit_log) in C(ansible.cfg) (the collection's own
@@ -92,7 +92,7 @@ options:
     description:
       - Where a record that cannot be written to the file goes instead (same forms as O(syslog_address)); the
         local syslog socket by default, which journald reads. Empty to send nothing. Not used when
-        O(syslog_address) is set (it receives every record anyway).
+        O(syslog_address) is set (it receives those records instead).
     type: str
     default: unix:///dev/log
     env:
@@ -238,18 +238,20 @@ class CallbackModule(CallbackBase):
                 self._warn("audit_log: %s" % err)
 
     def _fall_back(self, record, event, status):
-        """The record the file did not take, unsealed, to fallback_syslog (the chain lives in the file only)."""
-        if self.fallback is None:
+        """The record the file did not take, unsealed, to syslog_address (which gets every record) or else to
+        fallback_syslog; the chain lives in the file only."""
+        sender = self.syslog if self.syslog is not None else self.fallback
+        if sender is None:
             return
         try:
             line = audit_log.canonical(dict(record, unsealed=True))
         except (ValueError, TypeError):
             return
         try:
-            self.fallback.send(audit_log.rfc5424(line, self.facility, status or event, self.base["controller"],
-                                                 self.base["pid"], event, record["time"]))
+            sender.send(audit_log.rfc5424(line, self.facility, status or event, self.base["controller"],
+                                          self.base["pid"], event, record["time"]))
         except audit_log.AuditLogError as err:
-            self._warn("audit_log: fallback_syslog: %s" % err)
+            self._warn("audit_log: %s: %s" % ("syslog_address" if sender is self.syslog else "fallback_syslog", err))
 
     def _task_record(self, result, status, **extra):
         task = result.task

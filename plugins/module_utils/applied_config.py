@@ -128,10 +128,11 @@ def write_record(state_dir, name, files):
 
 
 def changed_files(recorded, current):
-    """The paths whose digest differs between a record and now (a path only in one of them included)."""
+    """The current paths whose digest differs from the record (a path the record lacks counts as missing there). A
+    path only in the record is no longer the service's (a vLLM unit of a model taken away): not a change of it."""
     if "__unreadable__" in recorded:
         return sorted(current)
-    return sorted(path for path in set(recorded) | set(current) if recorded.get(path) != current.get(path))
+    return sorted(path for path in current if recorded.get(path, MISSING) != current[path])
 
 
 def check(state_dir, name, paths, check_mode=False):

@@ -401,13 +401,18 @@ def test_records_reach_a_real_syslog_receiver_and_anchor_the_chain(demo, rsyslog
     assert result.get("failed") and "anchor" in result["reason"], result
 
 
-def test_records_the_file_does_not_take_reach_the_fallback_syslog_unsealed_and_without_secrets(demo, rsyslog):
+@pytest.mark.parametrize("setting", ["LLMSTACK_AUDIT_FALLBACK_SYSLOG", "LLMSTACK_AUDIT_SYSLOG"])
+def test_records_the_file_does_not_take_reach_syslog_unsealed_and_without_secrets(demo, rsyslog, setting):
     """The log's directory is a file: every record goes to fallback_syslog instead (a real rsyslogd here; the local
-    /dev/log, which journald reads, by default), marked unsealed, the no_log secret never in it."""
+    /dev/log, which journald reads, by default), or to syslog_address when that is set (fallback_syslog pointing
+    nowhere then), marked unsealed, the no_log secret never in it."""
     blocker = demo["dir"] / "not-a-dir"
     blocker.write_text("")
     address = "udp://127.0.0.1:%d" % rsyslog["ports"]["udp"]
-    result = play(dict(demo, audit=blocker / "audit.jsonl"), LLMSTACK_AUDIT_FALLBACK_SYSLOG=address)
+    env = {setting: address}
+    if setting == "LLMSTACK_AUDIT_SYSLOG":
+        env["LLMSTACK_AUDIT_FALLBACK_SYSLOG"] = "unix:///nonexistent/log"
+    result = play(dict(demo, audit=blocker / "audit.jsonl"), **env)
     assert "could not be written" in result.stderr
     got = [json.loads(message["msg"]) for message in received(rsyslog, 3)]
     events = [record["event"] for record in got]

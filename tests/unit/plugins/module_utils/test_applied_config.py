@@ -53,6 +53,18 @@ def test_a_changed_file_in_a_directory_or_a_removed_file_is_pending(site):
     assert applied_config.check(site["state"], "litellm", site["files"])["changed_files"] == [str(site["conf"])]
 
 
+def test_a_file_no_longer_the_services_is_no_change_and_a_new_one_is(site, tmp_path):
+    """A vLLM unit of a model taken away leaves the list: the other units owe no restart for it. A file added to the
+    list (redis.conf when a second gateway comes) is a change; one added and still missing is not."""
+    run_role(site)
+    assert not applied_config.check(site["state"], "litellm", site["files"][:1])["pending"]
+    added = tmp_path / "opt" / "redis.conf"
+    assert not applied_config.check(site["state"], "litellm", site["files"] + [str(added)])["pending"]
+    added.write_text("requirepass x\n")
+    assert applied_config.check(site["state"], "litellm", site["files"] + [str(added)])["changed_files"] == [
+        str(added)]
+
+
 def test_a_first_install_takes_no_baseline_until_a_file_exists_and_is_not_pending(site):
     site["conf"].unlink()
     (site["rules"] / "a.yml").unlink()
