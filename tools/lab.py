@@ -6,10 +6,11 @@
     python tools/lab.py summary   print where things are
     python tools/lab.py down      remove what `up` started
 
-The lab starts empty, as a new site does: `up` makes the PVE hosts, the gateway, observability and client hosts
-(which this collection does not create) and the PVE API, and nothing for the GPU VMs. A GPU VM's host comes into
-existence when site.yml starts the VM through the PVE API: the lab's PVE double (tools/lab_fakepve.py) starts the
-VM's container then, stops it when the VM is stopped and removes it when the VM is destroyed.
+The lab starts empty, as a new site does: `up` makes the PVE hosts and the PVE API, and nothing for the VMs this
+collection creates - the GPU VMs and every other host with VM settings (gpu_vm_vmid: the gateway, observability and
+client VMs). A VM's host comes into existence when site.yml starts the VM through the PVE API: the lab's PVE double
+(tools/lab_fakepve.py) starts the VM's container then, stops it when the VM is stopped and removes it when the VM is
+destroyed. A host without VM settings would be made by `up`, as an existing host of a site.
 
 Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1; a host with
 `llmstack_lab_docker: true` (the gateway, observability and GPU VM hosts) is made from localhost/llmstack-lab-host
@@ -87,18 +88,26 @@ def inventory():
     return hostvars, groups
 
 
+def vms(hostvars, groups):
+    """The hosts that are VMs the collection creates (as inventory_model.vm_hosts has it): the GPU VMs and every
+    other host with gpu_vm_vmid, PVE hosts never."""
+    pve = set(groups.get("pve_hosts", []))
+    return [host for host, hv in sorted(hostvars.items()) if host not in pve
+            and (host in groups.get("gpu_vms", []) or "gpu_vm_vmid" in hv)]
+
+
 def containers(hostvars, groups=None):
-    """{host: container name} of the hosts `up` makes: every podman host but the GPU VMs (groups given)."""
-    vms = set((groups or {}).get("gpu_vms", [])) if groups is not None else set()
+    """{host: container name} of the hosts `up` makes: every podman host but the VMs (groups given)."""
+    made_by_pve = set(vms(hostvars, groups)) if groups is not None else set()
     return dict((host, hv.get("ansible_host", host)) for host, hv in sorted(hostvars.items())
-                if hv.get("ansible_connection") in PODMAN_CONNECTIONS and host not in vms)
+                if hv.get("ansible_connection") in PODMAN_CONNECTIONS and host not in made_by_pve)
 
 
 def vm_hosts(hostvars, groups):
-    """{vmid: {container, hostname, image, label, run_args, images}} of the GPU VMs: the lab's PVE double starts
-    these containers with the VMs (and loads their service images into their Docker)."""
+    """{vmid: {container, hostname, image, label, run_args, images}} of the VMs: the lab's PVE double starts these
+    containers with the VMs (and loads their service images into their Docker)."""
     hosts = {}
-    for host in groups.get("gpu_vms", []):
+    for host in vms(hostvars, groups):
         hv = hostvars.get(host, {})
         if hv.get("ansible_connection") in PODMAN_CONNECTIONS and "gpu_vm_vmid" in hv:
             hosts[str(hv["gpu_vm_vmid"])] = {
@@ -405,8 +414,8 @@ def api_front(hostvars, groups):
     """(PVE host, its address, its VLAN's gateway) when the GPU VMs' gpu_vm_api_host is a PVE host's address: the
     API is reached there (tools/lab_forward.py in its container) and fakepve listens on that VLAN's gateway, this
     machine's address on the bridge. None when gpu_vm_api_host is this machine's loopback."""
-    vms = groups.get("gpu_vms", [])
-    api_host = hostvars.get(vms[0], {}).get("gpu_vm_api_host") if vms else None
+    made = vms(hostvars, groups)
+    api_host = hostvars.get(made[0], {}).get("gpu_vm_api_host") if made else None
     for host in groups.get("pve_hosts", []):
         hv = hostvars.get(host, {})
         for interface in hv.get("llmstack_interfaces") or []:
@@ -421,8 +430,8 @@ def fakepve_settings(hostvars, groups):
     front = api_front(hostvars, groups)
     if front:
         return front[2], FAKEPVE_PORT, sorted(groups.get("pve_hosts", []))
-    vms = groups.get("gpu_vms", [])
-    port = int(hostvars.get(vms[0], {}).get("gpu_vm_api_port", FAKEPVE_PORT)) if vms else FAKEPVE_PORT
+    made = vms(hostvars, groups)
+    port = int(hostvars.get(made[0], {}).get("gpu_vm_api_port", FAKEPVE_PORT)) if made else FAKEPVE_PORT
     return "127.0.0.1", port, sorted(groups.get("pve_hosts", []))
 
 
@@ -658,14 +667,16 @@ def summary(args):
              if front else port, " through %s's address and table (fakepve on %s:%d)" % (front[0], host, port)
              if front else "", os.path.relpath(os.path.join(STATE, "pve_api_password"), ROOT), ", ".join(nodes),
              "running" if pid_alive(os.path.join(STATE, "fakepve.pid")) else "NOT running"))
+    made = set(vms(hostvars, groups))
     for group in sorted(groups):
-        if group in ("all", "ungrouped"):
+        # lab_vms only shares the VMs' settings (inventories/lab/hosts.yml): its hosts are listed by their groups.
+        if group in ("all", "ungrouped") or group.startswith("lab_"):
             continue
         for h in groups[group]:
             name = hostvars[h].get("ansible_host", h)
             state = container_state(name) or "absent"
-            if group == "gpu_vms":
-                state += " (the VM's host: started with the VM through the PVE API)"
+            if h in made:
+                state += " (VM %s: started with the VM through the PVE API)" % hostvars[h].get("gpu_vm_vmid")
             print("  %-13s %-12s container %-22s %s" % (group, h, name, state))
     print("  Each host's VLAN interfaces: /etc/ansible/facts.d/llmstack_network.fact "
           "(podman exec llmstack-lab-<host> cat ...)")
@@ -686,7 +697,7 @@ def summary(args):
     admins = sorted({a for hv in hostvars.values() for a in hv.get("network_policy_admin_addresses") or []})
     clients = sorted({a for hv in hostvars.values() for a in hv.get("tls_proxy_client_sources") or []})
     print("  network_policy: every host's nftables table is loaded (`nft list table inet llmstack` in its container), "
-          "the GPU VMs' policy is also in the lab PVE's firewall; this machine reaches the lab as its admin host "
+          "the VMs' policy is also in the lab PVE's firewall; this machine reaches the lab as its admin host "
           "(%s) and a client of the gateway (%s)" % (", ".join(admins) or "-", ", ".join(clients) or "-"))
     print("  Remove it all: make lab-down\n")
 

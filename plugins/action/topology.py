@@ -16,7 +16,7 @@ from ansible.module_utils.common.validation import check_type_bool
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.pvegpu.llmstack.plugins.action.inventory_check import collect_model
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import inventory_model, topology
 
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 PVE_API_SETTINGS = ("gpu_vm_api_host", "gpu_vm_api_port", "gpu_vm_api_user", "gpu_vm_api_token_id",
@@ -59,9 +59,11 @@ class ActionModule(ActionBase):
         groups, hostvars = task_vars["groups"], task_vars["hostvars"]
         model = collect_model(groups, hostvars)
         settings, problems = {}, []
+        # Every VM this collection creates: the GPU VMs and any other host with gpu_vm_vmid (issue #33).
+        vms = inventory_model.vm_hosts(model.get("groups"), model.get("hosts"))
         for role, names in sorted(topology.ROLE_SETTINGS.items()):
             defaults = self._role_defaults(role)
-            hosts = []
+            hosts = list(vms) if role == "gpu_vm" else []
             for group in topology.ROLE_GROUPS[role]:
                 hosts.extend(h for h in groups.get(group, []) if h not in hosts)
             for host in hosts:
@@ -78,12 +80,12 @@ class ActionModule(ActionBase):
             if isinstance(read, dict) and read.get("msg") and not read.get("unreachable") and not read.get("skipped"):
                 problems.append("host %s: its PCI devices could not be read (llmstack_sysfs_root): %s"
                                 % (host, read["msg"]))
-        vm_status = dict((host, hostvars[host]["llmstack_vm_status"]) for host in groups.get("gpu_vms", [])
+        vm_status = dict((host, hostvars[host]["llmstack_vm_status"]) for host in vms
                          if "llmstack_vm_status" in hostvars[host])
         pve_api = {}
-        if groups.get("gpu_vms"):
+        if vms:
             try:
-                api = self._resolve(hostvars, groups["gpu_vms"][0], PVE_API_SETTINGS, self._role_defaults("gpu_vm"))
+                api = self._resolve(hostvars, vms[0], PVE_API_SETTINGS, self._role_defaults("gpu_vm"))
             except _Unresolvable as exc:
                 problems.append(str(exc))
                 api = {}

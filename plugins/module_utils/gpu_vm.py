@@ -198,13 +198,16 @@ def plan(vm, node_vms, pci, vlans, settings):
     """The VM's PVE config: {'config', 'slots', 'mappings': [{name, node, gpu}], 'warnings'}.
 
     ``vm``: {name, node (inventory name of the PVE host), pve_node (its PVE node name), gpus
-    (gpu_vm_gpus), interfaces (llmstack_interfaces)}; ``node_vms``: every VM the inventory places on
-    that host, in inventory order ({name, gpus}); ``pci``: the host's llmstack_pci facts. Raises
-    GpuVmError with every problem found.
+    (gpu_vm_gpus; empty for a VM without GPUs), interfaces (llmstack_interfaces)}; ``node_vms``: every VM
+    the inventory places on that host, in inventory order ({name, gpus}); ``pci``: the host's llmstack_pci
+    facts. Raises GpuVmError with every problem found.
     """
     settings, problems = check_settings(settings or {})
     warnings = []
-    if not (pci or {}).get("iommu_enabled"):
+    # A VM without GPUs (a gateway, Langfuse, monitoring or client VM, issue #33) shares every setting but the
+    # passthrough ones: no IOMMU needed, nothing to pin to, and the hugepages the host reserved stay for the GPU VMs.
+    with_gpus = bool(vm.get("gpus"))
+    if with_gpus and not (pci or {}).get("iommu_enabled"):
         problems.append("gpu_vm_node: %s has no IOMMU groups (IOMMU off?); run the pve_hosts stage (host_preflight, "
                         "vfio) first" % vm["node"])
     vm = dict(vm, allow_shared_group=settings["allow_shared_group"])
@@ -245,7 +248,7 @@ def plan(vm, node_vms, pci, vlans, settings):
             hostpci = hostpci_utils.build(addresses, pcie=True, primary_vga=primary_vga,
                                           rombar=settings["rombar"], mappings=names, machine=settings["machine"])
     gpu_nodes = set(gpus[s]["numa_node"] for s in slots if s in gpus and gpus[s].get("numa_node") is not None)
-    affinity, numa0 = _numa(settings, gpu_nodes, pci, warnings)
+    affinity, numa0 = _numa(settings, gpu_nodes, pci, warnings) if with_gpus else (None, None)
     nets = _nets(vm.get("interfaces"), vlans, settings, problems)
     if problems:
         raise GpuVmError(problems)
@@ -266,7 +269,8 @@ def plan(vm, node_vms, pci, vlans, settings):
         "agent": "1" if settings["agent"] else "0",
         "onboot": 1 if settings["onboot"] else 0,
         "ostype": settings["ostype"],
-        "hugepages": _hugepages(settings["hugepages"], settings["memory_mib"], pci, warnings),
+        "hugepages": (_hugepages(settings["hugepages"], settings["memory_mib"], pci, warnings)
+                      if with_gpus or settings["hugepages"] != "auto" else None),
         "affinity": affinity,
         "numa0": numa0,
     }

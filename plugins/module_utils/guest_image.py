@@ -61,7 +61,8 @@ FORMATS = ("raw", "qcow2")
 # roles/guest_image/defaults/main.yml; the role passes every one, so none is defaulted here.
 SETTINGS = ("suite", "mirror", "security_mirror", "components", "updates", "security", "backports", "extra_packages",
             "cloud_init", "disk_gib", "esp_mib", "boot_mib", "hostname", "domain", "interfaces", "vlans",
-            "dns_servers", "locale", "timezone", "authorized_keys", "serial_console", "kernel_cmdline", "formats")
+            "dns_servers", "locale", "timezone", "authorized_keys", "serial_console", "kernel_cmdline", "formats",
+            "host_public_key")
 
 
 def _problem(problems, name, message):
@@ -115,9 +116,10 @@ def _interfaces(value, vlans, problems):
     if len(out) > 1:
         loose = [i for i, iface in enumerate(out) if not iface["mac"] and not iface["name"]]
         if loose:
-            _problem(problems, "interfaces", "the VM has %d interfaces and %s no mac or name in llmstack_interfaces: "
-                     "the guest cannot tell its NICs apart; give each a mac (gpu_vm sets the same MAC on the PVE "
-                     "NIC)" % (len(out), ", ".join("interfaces[%d] has" % i for i in loose)))
+            _problem(problems, "interfaces", "the VM has %d interfaces and %s %s no mac or name in "
+                     "llmstack_interfaces: the guest cannot tell its NICs apart; give each a mac (gpu_vm sets the "
+                     "same MAC on the PVE NIC)" % (len(out), ", ".join("interfaces[%d]" % i for i in loose),
+                                                   "has" if len(loose) == 1 else "have"))
     return out
 
 
@@ -191,6 +193,10 @@ def check_settings(settings):
         for index, key in enumerate(keys):
             if not KEY_RE.match(str(key).strip()):
                 _problem(problems, "authorized_keys", "entry %d is not an OpenSSH public key line" % index)
+    host_key = merged["host_public_key"]
+    if host_key and not re.match(r"^ssh-ed25519 [A-Za-z0-9+/]+=*( \S+)?$", str(host_key).strip()):
+        # The collection's own key (ssh_host_key, from guest_image_host_key_secret); empty: made at the first boot.
+        _problem(problems, "host_public_key", "%r is not an ssh-ed25519 public key line" % (host_key,))
     if merged["serial_console"] and not SERIAL_RE.match(str(merged["serial_console"])):
         _problem(problems, "serial_console", "%r is not like ttyS0,115200 (empty: none)" % (merged["serial_console"],))
     if re.search(r"[\"'`$\\\n;]", str(merged["kernel_cmdline"])):
@@ -336,22 +342,34 @@ def render_files(settings, ids):
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
             "PermitEmptyPasswords no\n"),
         "root/.ssh/authorized_keys": "".join(str(k).strip() + "\n" for k in settings["authorized_keys"]),
+        "etc/llmstack-image": "",
+    }
+    if settings["host_public_key"]:
+        # The VM's own host key, made by the collection (the build writes the private half, which is not an input):
+        # sshd offers it alone, and the controller's known_hosts has it before the first connection.
+        files["etc/ssh/ssh_host_ed25519_key.pub"] = str(settings["host_public_key"]).strip() + "\n"
+        files["etc/ssh/sshd_config.d/10-llmstack.conf"] += "HostKey /etc/ssh/ssh_host_ed25519_key\n"
+    else:
         # Host keys are made on the first boot, so no two VMs share them (the build removes its own).
-        "etc/systemd/system/llmstack-ssh-hostkeys.service": (
+        files["etc/systemd/system/llmstack-ssh-hostkeys.service"] = (
             "[Unit]\nDescription=Generate the SSH host keys on the first boot\n"
             "ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key\nBefore=ssh.service\n\n"
             "[Service]\nType=oneshot\nExecStart=/usr/bin/ssh-keygen -A\nRemainAfterExit=yes\n\n"
-            "[Install]\nRequiredBy=ssh.service\n"),
-        "etc/llmstack-image": "",
-    }
+            "[Install]\nRequiredBy=ssh.service\n")
     files.update(_network_files(settings))
     return files
 
 
 FILE_MODES = {"root/.ssh/authorized_keys": 0o600}
 DIR_MODES = {"root/.ssh": 0o700}
-# Units the build enables (systemctl enable in the chroot).
+# Units the build enables (systemctl enable in the chroot): enable_units() of the settings.
 ENABLE_UNITS = ("systemd-networkd.service", "llmstack-ssh-hostkeys.service", "ssh.service")
+HOST_KEY = "etc/ssh/ssh_host_ed25519_key"
+
+
+def enable_units(settings):
+    """The units the build enables: the first-boot host key service only when the image has no host key of ours."""
+    return [u for u in ENABLE_UNITS if u != "llmstack-ssh-hostkeys.service" or not settings.get("host_public_key")]
 
 
 def grub_cfg(settings, ids, kernel_version):
@@ -389,7 +407,9 @@ def plan(settings):
     merged, problems = check_settings(settings)
     if problems:
         raise ValueError("\n".join(problems))
-    seed = _digest({"builder": BUILDER_VERSION, "settings": merged})
+    # An image without a host key of ours has the inputs (and the identifiers) it had before host keys existed.
+    seeded = dict((k, v) for k, v in merged.items() if k != "host_public_key" or v)
+    seed = _digest({"builder": BUILDER_VERSION, "settings": seeded})
     ids = identifiers(seed)
     files = render_files(merged, ids)
     disk = layout(merged)
@@ -404,7 +424,7 @@ def plan(settings):
         "grub_early": hashlib.sha256(grub_early_cfg(merged, ids).encode("utf-8")).hexdigest(),
         "layout": disk,
         "formats": sorted(merged["formats"]),
-        "enable": list(ENABLE_UNITS),
+        "enable": enable_units(merged),
         "locale": merged["locale"],
         "timezone": merged["timezone"],
     }

@@ -49,6 +49,14 @@ HOST_VARIABLES = (
     "gpu_vm_allow_shared_group",
     "gpu_vm_numa_node",
     "gpu_vm_api_token_id",
+    "gpu_vm_api_host",
+    "guest_image_import",
+    "guest_image_mirror",
+    "guest_image_authorized_keys",
+    "network_policy_state",
+    "network_policy_nftables",
+    "network_policy_pve_firewall",
+    "network_policy_controller_addresses",
     "vllm_models",
     "litellm_fallbacks",
     "litellm_clients",
@@ -419,6 +427,10 @@ class _Validator(object):
         vms = set(self.members("gpu_vms"))
         for host in sorted(vms & set(self.members("pve_hosts"))):
             self.problem(host, "groups", "is in both pve_hosts and gpu_vms; a GPU VM cannot be its own PVE host")
+        for host in sorted(set(self.members("pve_hosts")) - vms):
+            if self.hosts[host].get("gpu_vm_vmid") is not None:
+                self.problem(host, "gpu_vm_vmid", "is set on a host of group pve_hosts: a PVE host cannot be a VM "
+                             "this collection creates (set gpu_vm_vmid in the VM's host_vars only)")
         for group in sorted(self.group_vlans):
             for vlan in self.group_vlans[group]:
                 members = self.members(group)
@@ -437,12 +449,14 @@ class _Validator(object):
                         self.problem(host, "llmstack_interfaces", "has no interface on VLAN '%s', which every host "
                                      "of group %s needs" % (vlan, group))
 
-    # -- GPU VMs ---------------------------------------------------------
-    def check_gpu_vms(self):
+    # -- VMs -------------------------------------------------------------
+    def check_vms(self):
+        """Every VM this collection creates (vm_hosts): the GPU VMs and any other host with gpu_vm_vmid."""
         pve_hosts = set(self.members("pve_hosts"))
+        gpu_vms = set(self.members("gpu_vms"))
         vmids = {}      # (cluster, vmid) -> host
         slots = {}      # (node, slot) -> host
-        for host in self.members("gpu_vms"):
+        for host in vm_hosts(self.groups, self.hosts):
             node = self.var(host, "gpu_vm_node")
             cluster = None
             if node is None:
@@ -455,8 +469,66 @@ class _Validator(object):
             else:
                 cluster = self.var(node, "llmstack_pve_cluster") or "default"
             self.check_vmid(host, cluster, vmids)
-            self.check_gpus(host, node, slots)
-            self.check_models(host)
+            self.check_api(host)
+            self.check_vm_nics(host)
+            self.check_vm_image(host)
+            if host in gpu_vms:
+                self.check_gpus(host, node, slots)
+                self.check_models(host)
+            elif self.var(host, "gpu_vm_gpus"):
+                self.problem(host, "gpu_vm_gpus", "is set on a VM outside group gpu_vms: only a host of gpu_vms gets "
+                             "GPUs (and the NVIDIA stack, vLLM); add it to gpu_vms or drop gpu_vm_gpus")
+
+    def check_vm_nics(self, host):
+        """A VM's guest image names its NICs by MAC (guest_image refuses it later, after the PVE hosts stage)."""
+        interfaces = self.hosts[host].get("llmstack_interfaces")
+        if not _is_list(interfaces) or len(interfaces) < 2:
+            return
+        loose = ["llmstack_interfaces[%d]" % i for i, iface in enumerate(interfaces)
+                 if _is_mapping(iface) and not iface.get("mac") and not iface.get("name")]
+        if loose:
+            self.problem(host, "llmstack_interfaces", "%s %s no mac: a VM with %d NICs needs a MAC on each, which "
+                         "the gpu_vm role gives its PVE NIC and the guest image matches to name the interface"
+                         % (", ".join(loose), "has" if len(loose) == 1 else "have", len(interfaces)))
+
+    def check_vm_image(self, host):
+        """What the guests stage needs to build the VM's image (guest_image_import, the default): without it the run
+        would stop there, after the PVE hosts stage may have rebooted the PVE hosts."""
+        if not truthy(self.var(host, "guest_image_import"), default=True):
+            return
+        mirror = self.var(host, "guest_image_mirror")
+        if mirror is None or (isinstance(mirror, str) and not mirror.strip()):
+            self.problem(host, "guest_image_mirror", "is empty: the VM's image is built with debootstrap from a "
+                         "Debian mirror (e.g. http://deb.debian.org/debian, or your apt cache)")
+        keys = self.var(host, "guest_image_authorized_keys")
+        if not _is_list(keys) or not [k for k in keys if isinstance(k, str) and k.strip()]:
+            self.problem(host, "guest_image_authorized_keys", "is empty: the VM's image lets root in with these SSH "
+                         "keys only, so the run could not reach the VM it created (give the controller's public key)")
+
+    # -- the network policy ------------------------------------------------
+    def check_policy(self):
+        """The policy lets the controller in before anything else; without its address the network stage stops the
+        run at the end, after every other stage changed the site (network_policy.check_settings says the same)."""
+        for host in sorted(self.hosts):
+            state = self.var(host, "network_policy_state") or "present"
+            on = (truthy(self.var(host, "network_policy_nftables"), default=True)
+                  or truthy(self.var(host, "network_policy_pve_firewall"), default=False))
+            if state == "absent" or not on:
+                continue
+            controller = self.var(host, "network_policy_controller_addresses")
+            if not _is_list(controller) or not controller:
+                self.problem(host, "network_policy_controller_addresses", "is empty: name the address(es) Ansible "
+                             "connects from; the network policy lets them in first, and refuses to load without "
+                             "them (or set network_policy_state: absent)")
+
+    def check_api(self, host):
+        """The PVE API every VM is created through: a run without it would stop only after the PVE hosts stage."""
+        api_host = self.var(host, "gpu_vm_api_host")
+        if api_host is None or (isinstance(api_host, str) and not api_host.strip()):
+            self.problem(host, "gpu_vm_api_host", "is empty: name the PVE API host (a PVE node's or the cluster's "
+                         "management address) that creates the VM")
+        elif not isinstance(api_host, str):
+            self.problem(host, "gpu_vm_api_host", "%r is not a host name or address" % (api_host,))
 
     def check_vmid(self, host, cluster, vmids):
         raw = self.var(host, "gpu_vm_vmid")
@@ -656,7 +728,7 @@ class _Validator(object):
                     message = "is %d characters long; use at least %d" % (len(value), MIN_SECRET_LENGTH)
                 if message:
                     self.problem(host, name, message)
-        for host in self.members("gpu_vms"):
+        for host in vm_hosts(self.groups, self.hosts):
             token_id = self.hosts[host].get("gpu_vm_api_token_id")
             token_secret = self.hosts[host].get("gpu_vm_api_token_secret")
             password = self.hosts[host].get("gpu_vm_api_password")
@@ -680,10 +752,23 @@ class _Validator(object):
         self.check_vlans()
         self.check_interfaces()
         self.check_groups()
-        self.check_gpu_vms()
+        self.check_vms()
+        self.check_policy()
         self.check_gateways()
         self.check_secrets()
         return self.problems
+
+
+def vm_hosts(groups, hosts):
+    """The hosts that are VMs this collection creates through the PVE API, in inventory order: every host of
+    gpu_vms, and any other host (a gateway, Langfuse, observability or client host) with ``gpu_vm_vmid`` set. The
+    others are taken as existing (bare metal, or made elsewhere). A PVE host is never one (check_groups says so)."""
+    pve_hosts = set((groups or {}).get("pve_hosts") or [])
+    gpu_vms = set((groups or {}).get("gpu_vms") or [])
+    order = list((groups or {}).get("all") or sorted(hosts or {}))
+    order += [h for h in sorted(hosts or {}) if h not in order]
+    return [h for h in order if h in (hosts or {}) and h not in pve_hosts
+            and (h in gpu_vms or (hosts[h] or {}).get("gpu_vm_vmid") is not None)]
 
 
 def validate(model, group_vlans=None):
@@ -723,8 +808,10 @@ def host_network(model, host):
     return result
 
 
-def truthy(value):
-    """A YAML or INI boolean as Ansible's ``bool`` filter reads it."""
+def truthy(value, default=False):
+    """A YAML or INI boolean as Ansible's ``bool`` filter reads it; ``default`` when unset (None)."""
+    if value is None:
+        return default
     return str(value).strip().lower() in ("1", "true", "yes", "on", "y", "t")
 
 

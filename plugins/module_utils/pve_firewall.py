@@ -81,8 +81,8 @@ def desired(topology, host, settings):
     if data is None:
         problems.append("host %s is not in the topology" % host)
     elif not vm.get("vmid") or not (vm.get("pve_node") or vm.get("node")):
-        problems.append("network_policy_pve_firewall: %s is not a GPU VM with gpu_vm_vmid and gpu_vm_node (the PVE "
-                        "firewall backend filters GPU VMs only)" % host)
+        problems.append("network_policy_pve_firewall: %s is not a VM this collection creates (gpu_vm_vmid and "
+                        "gpu_vm_node): the PVE firewall backend filters those VMs only" % host)
     if problems:
         raise PveFirewallError(problems)
     vmid = int(vm["vmid"])

@@ -546,8 +546,9 @@ def node_plans(groups, hosts):
 
 
 def vm_settings(host_settings):
-    """A GPU VM's entry ``vm`` of the topology from its gpu_vm settings: {node, pve_node, vmid, storage, disk_gib,
-    disk_options, api: {host, port, user, token_id, validate_certs}} (the API secrets are never in the topology)."""
+    """A VM's entry ``vm`` of the topology (a GPU VM's, or any host's with gpu_vm_vmid) from its gpu_vm settings:
+    {node, pve_node, vmid, storage, disk_gib, disk_options, api: {host, port, user, token_id, validate_certs}} (the API
+    secrets are never in the topology)."""
     def get(name):
         return host_settings.get("gpu_vm_" + name)
     return {"node": get("node"), "pve_node": get("pve_node") or get("node"), "vmid": get("vmid"),
@@ -572,6 +573,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
             vlans = data["llmstack_vlans"]
             break
     names = list(groups.get("all") or sorted(hosts))
+    vms = inventory_model.vm_hosts(groups, hosts)
     topo_hosts = {}
     firewall_problems = []
     for host in names:
@@ -580,7 +582,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
                            ("all", "ungrouped"))
         status = vm_status.get(host)
         topo_hosts[host] = {"groups": member_of, "addresses": host_addresses(data.get("llmstack_interfaces")),
-                            "exists": status not in ("absent",) if host in _members(groups, "gpu_vms") else True}
+                            "exists": status not in ("absent",) if host in vms else True}
         if status:
             topo_hosts[host]["vm_status"] = status
         not_started = data.get("llmstack_services_not_started")
@@ -603,7 +605,7 @@ def build(model, settings, pci_by_node=None, vm_status=None, pve_api=None):
                     "filters would judge the PVE host's traffic (keep PVE's own firewall and set "
                     "network_policy_nftables: false for pve_hosts, or turn network_policy_pve_host_firewall off)"
                     % host)
-        if host in _members(groups, "gpu_vms"):
+        if host in vms:
             topo_hosts[host]["vm"] = vm_settings(settings.get(host) or {})
             own = settings.get(host) or {}
             if (inventory_model.truthy(own.get("network_policy_pve_firewall", False))

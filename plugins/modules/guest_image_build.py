@@ -34,7 +34,8 @@ options:
         C(components), C(updates), C(security), C(backports), C(extra_packages), C(cloud_init), C(disk_gib),
         C(esp_mib), C(boot_mib), C(hostname), C(domain), C(interfaces) (address, prefix, gateway, mac or name),
         C(vlans) (C(llmstack_vlans)), C(dns_servers), C(locale), C(timezone), C(authorized_keys),
-        C(serial_console), C(kernel_cmdline), C(formats)."
+        C(serial_console), C(kernel_cmdline), C(formats), C(host_public_key) (the VM's SSH host key made by the
+        collection, M(pvegpu.llmstack.ssh_host_key); empty - keys made at the first boot)."
       - Every one is needed. Their defaults are stated once, in the role's C(defaults/main.yml); the module has none
         and names the missing ones.
     type: dict
@@ -58,6 +59,13 @@ options:
     description: Rebuild even when the recorded inputs match.
     type: bool
     default: false
+  host_key:
+    description:
+      - The private half of the C(host_public_key) of O(settings) (OpenSSH format), written to
+        C(/etc/ssh/ssh_host_ed25519_key) (0600) in the image; required with it. Not an input of the digest (the public
+        key is); the image file is then written 0600. Never logged.
+    type: str
+    default: ''
 attributes:
   platform:
     platforms: debian
@@ -141,7 +149,7 @@ import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import guest_image
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import guest_image, ssh_host_key
 
 
 def recorded(path):
@@ -235,14 +243,23 @@ class Builder:
         os.symlink("/usr/share/zoneinfo/" + settings["timezone"], localtime)
         os.makedirs(os.path.join(self.rootfs, "boot", "efi"), exist_ok=True)
 
-    def chroot(self):
+    def chroot(self, host_key=None):
         self.run(["chroot", self.rootfs, "locale-gen"], "locale-gen")
         self.run(["chroot", self.rootfs, "update-locale", "LANG=" + self.plan["settings"]["locale"]], "update-locale")
-        self.run(["chroot", self.rootfs, "systemctl", "enable"] + list(guest_image.ENABLE_UNITS), "systemctl enable")
-        # Unique per VM: regenerated on the first boot.
+        self.run(["chroot", self.rootfs, "systemctl", "enable"] + guest_image.enable_units(self.plan["settings"]),
+                 "systemctl enable")
+        # Unique per VM: the collection's own key (host_key), or regenerated on the first boot.
         for name in os.listdir(os.path.join(self.rootfs, "etc", "ssh")):
             if name.startswith("ssh_host_"):
                 os.unlink(os.path.join(self.rootfs, "etc", "ssh", name))
+        if host_key:
+            path = os.path.join(self.rootfs, guest_image.HOST_KEY)
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(descriptor, "w") as handle:
+                handle.write(host_key if host_key.endswith("\n") else host_key + "\n")
+            with open(path + ".pub", "w") as handle:
+                handle.write(self.plan["files"][guest_image.HOST_KEY + ".pub"])
+            os.chmod(path + ".pub", 0o644)
         with open(os.path.join(self.rootfs, "etc", "machine-id"), "w"):
             pass
         dbus_id = os.path.join(self.rootfs, "var", "lib", "dbus", "machine-id")
@@ -346,7 +363,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(settings=dict(type="dict", required=True), path=dict(type="path", required=True),
                            work_dir=dict(type="path", required=True), cache_dir=dict(type="path", default=""),
-                           force=dict(type="bool", default=False)),
+                           force=dict(type="bool", default=False), host_key=dict(type="str", default="", no_log=True)),
         supports_check_mode=True,
     )
     path, work = module.params["path"], module.params["work_dir"]
@@ -354,6 +371,15 @@ def main():
         built = guest_image.plan(module.params["settings"])
     except ValueError as err:
         module.fail_json(msg="guest_image: the settings have problems; nothing was built:\n" + str(err))
+    public = built["settings"]["host_public_key"]
+    if public:
+        try:
+            matches = ssh_host_key.public_of(module.params["host_key"]) == " ".join(str(public).split()[:2])
+        except ssh_host_key.HostKeyError as err:
+            module.fail_json(msg="guest_image: host_key: %s (settings.host_public_key is set); nothing was built" % err)
+        if not matches:
+            module.fail_json(msg="guest_image: host_key is not the private half of settings.host_public_key; nothing "
+                                 "was built")
     before = recorded(path)
     result = {"digest": built["digest"], "path": path, "ids": built["ids"], "packages": built["packages"],
               "rebuilt_because": None}
@@ -388,13 +414,16 @@ def main():
     builder = Builder(module, built, work)
     result["base"] = builder.base(module.params["cache_dir"])
     builder.write_files()
-    builder.chroot()
+    builder.chroot(module.params["host_key"] if public else None)
     kernel = builder.kernel()
     efi = builder.bootloader(kernel)
     images = builder.filesystems(efi)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     partial = path + ".partial"
     builder.disk(images, partial)
+    if public:
+        # It holds the VM's private host key.
+        os.chmod(partial, 0o600)
     if "qcow2" in built["settings"]["formats"]:
         qcow2 = os.path.splitext(path)[0] + ".qcow2"
         builder.run(["qemu-img", "convert", "-O", "qcow2", partial, qcow2 + ".partial"], "qemu-img convert")

@@ -31,6 +31,11 @@ def inventory(tmp_path, pve, trees, **vm_vars):
         # Every host is this machine: inventory_check must not write its network fact here.
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
                  "inventory_check_publish_facts": False,
+                 # What a first run needs, which the inventory check asks for before anything changes (#33 item 6).
+                 "network_policy_controller_addresses": ["10.99.10.5"],
+                 "guest_image_mirror": "http://deb.debian.org/debian",
+                 "guest_image_authorized_keys": [
+                     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDwyngojZfNGnYM8XwCf1zqNDcixJAYDTwE3OAqH9fo/ ops@test"],
                  "llmstack_vlans": {"mgmt": {"id": 10, "cidr": "10.99.10.0/24", "gateway": "10.99.10.1"},
                                     "inference": {"id": 20, "cidr": "10.99.20.0/24", "gateway": "10.99.20.1"}}},
         "children": {

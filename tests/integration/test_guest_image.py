@@ -49,6 +49,8 @@ def write_inventory(base, **overrides):
             "guest_image_work_dir": str(base / "work"), "guest_image_cache_dir": CACHE,
             "guest_image_install_tools": False, "guest_image_import": False, "guest_image_disk_gib": 3,
             "guest_image_domain": "lab.test",
+            # The VM's host key (no trust on first use): the secret and known_hosts of this test, not the home's.
+            "guest_image_host_key_dir": str(base / "host-keys"), "guest_image_known_hosts": str(base / "known_hosts"),
             # nft for the 802.1Q test (test_the_policy_holds_on_8021q_subinterfaces); python3 and iproute2 are in
             # the role's base package list. The lab's list too (inventories/lab): one cached base for both.
             "guest_image_extra_packages": ["nftables"],
@@ -244,6 +246,50 @@ def test_the_fstab_check_fails_on_a_wrong_uuid(guest):
     assert fstab_problems(guest) == []
 
 
+def strict_ssh(guest, known_hosts):
+    """SSH to the guest that checks its host key against ``known_hosts`` under the VM's name (the port forward's
+    [127.0.0.1]:port is not the name the role recorded), and trusts nothing new."""
+    return ["ssh", "-q", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o",
+            "UserKnownHostsFile=%s" % known_hosts, "-o", "HostKeyAlias=gpu-test", "-o", "ConnectTimeout=10",
+            "-i", guest["key"], "-p", str(guest["port"]), "root@127.0.0.1"]
+
+
+def test_the_first_connection_checks_the_host_key_recorded_before_the_guest_ran(guest):
+    """Issue #33 item 5: the role made the VM's host key, put it in the image and in known_hosts before the VM ever
+    booted; SSH with strict host key checking gets in on that record alone, and the guest offers only that key."""
+    known_hosts = guest["base"] / "known_hosts"
+    recorded = [line.split() for line in known_hosts.read_text().splitlines() if line.strip()]
+    assert [r[0] for r in recorded] == ["gpu-test"] and recorded[0][1] == "ssh-ed25519", recorded
+    result = subprocess.run(strict_ssh(guest, known_hosts) + ["cat /etc/ssh/ssh_host_ed25519_key.pub"],
+                            capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[:2] == recorded[0][1:3]
+    scanned = ""
+    for _attempt in range(5):      # TCG is slow: ssh-keyscan's 5 s default timeout can pass before the guest answers
+        scanned = subprocess.run(["ssh-keyscan", "-T", "30", "-p", str(guest["port"]), "127.0.0.1"],
+                                 capture_output=True, text=True, check=False, timeout=120).stdout
+        if scanned.strip():
+            break
+    offered = sorted(line.split()[1:3] for line in scanned.splitlines() if line and not line.startswith("#"))
+    assert offered == [recorded[0][1:3]], scanned
+    host_files = sh(guest, "ls /etc/ssh | grep ^ssh_host_ | sort").split()
+    assert host_files == ["ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"]
+    assert sh(guest, "stat -c %a /etc/ssh/ssh_host_ed25519_key").strip() == "600"
+    secret = guest["base"] / "host-keys" / "host_key_secret"
+    assert oct(secret.stat().st_mode & 0o777) == "0o600" and len(secret.read_text().strip()) == 64
+
+
+def test_strict_checking_refuses_the_guest_under_another_key(guest, tmp_path):
+    """The check above can fail: a known_hosts that holds another key for the VM's name is refused."""
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("gpu-test %s\n" % " ".join(other.with_suffix(".pub").read_text().split()[:2]))
+    command = [arg for arg in strict_ssh(guest, known_hosts) if arg != "-q"]
+    result = subprocess.run(command + ["true"], capture_output=True, text=True, check=False, timeout=120)
+    assert result.returncode == 255 and "Host key verification failed" in result.stderr, result.stderr
+
+
 def test_the_system_is_running(guest):
     state = sh(guest, "systemctl is-system-running", check=False).strip()
     failed = sh(guest, "systemctl --failed --no-legend --plain", check=False)
@@ -275,8 +321,11 @@ def test_ssh_is_key_only(guest):
                               "PreferredAuthentications=password,keyboard-interactive", "-p", str(guest["port"]),
                               "root@127.0.0.1", "true"], capture_output=True, text=True, check=False, timeout=60)
     assert attempt.returncode == 255 and "Permission denied (publickey)" in attempt.stderr, attempt.stderr
-    # Host keys were made on this boot, not shipped in the image.
-    assert sh(guest, "systemctl is-active llmstack-ssh-hostkeys").strip() == "active"
+    # The one host key is the VM's own, made by the collection (test_the_first_connection_checks_...): sshd offers
+    # no other, and no host key is made at boot.
+    hostkeys = [line.split()[1] for line in effective.splitlines() if line.startswith("hostkey ")]
+    assert hostkeys == ["/etc/ssh/ssh_host_ed25519_key"], hostkeys
+    assert sh(guest, "systemctl cat llmstack-ssh-hostkeys", check=False).strip() == ""
 
 
 def test_apt_sources_locale_timezone(guest):

@@ -1,11 +1,11 @@
-"""`make lab` end to end, as a user runs it on a new site: the lab comes up empty (podman containers for the PVE
-hosts and the hosts this collection does not create, fakepve reached at lab-pve-a's address through its packet
-filter, no VM and no GPU VM host), `site.yml --check --diff` predicts the VMs, images and starts without failing on
-what does not exist yet and changes nothing, site.yml converges (VMs created, images imported, VMs started and
-reached, every host's network_policy table loaded), a second run changes nothing, every host holds its network
-fact, the fakepve PVE API answers through proxmoxer with the lab's nodes, and `lab down` removes it all. fakepve
-stands in for a PVE server (PVE's own API schema); the containers stand in for the hosts, a GPU VM's container being
-started and stopped by the lab's PVE double with the VM (tools/lab_fakepve.py)."""
+"""`make lab` end to end, as a user runs it on a new site: the lab comes up empty (podman containers for the PVE hosts
+only, fakepve reached at lab-pve-a's address through its packet filter, no VM: every other host - GPU VMs, gateway,
+observability, client - is a VM site.yml creates), `site.yml --check --diff` predicts the VMs, images and starts
+without failing on what does not exist yet and changes nothing, site.yml converges (VMs created, images imported,
+VMs started and reached, every host's network_policy table loaded), a second run changes nothing, every host holds
+its network fact, the fakepve PVE API answers through proxmoxer with the lab's nodes, and `lab down` removes it all.
+fakepve stands in for a PVE server (PVE's own API schema); the containers stand in for the hosts, a VM's container
+being started and stopped by the lab's PVE double with the VM (tools/lab_fakepve.py)."""
 
 import json
 import os
@@ -90,11 +90,19 @@ def results_of(report, suffix):
     return runs[0]["hosts"]
 
 
+# Every VM of the lab (issue #33): (PVE node, vmid, inventory name, container).
+VMS = (("lab-pve-a", 120, "lab-gpu-a", "llmstack-lab-gpu-a"), ("lab-pve-b", 121, "lab-gpu-b", "llmstack-lab-gpu-b"),
+       ("lab-pve-a", 112, "lab-gateway", "llmstack-lab-gateway"), ("lab-pve-b", 114, "lab-obs", "llmstack-lab-obs"),
+       ("lab-pve-a", 111, "lab-client", "llmstack-lab-client"))
+
+
 def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
-    """Day 0: nothing exists for the GPU VMs; --check --diff predicts, the real run builds, the next changes nothing."""
+    """Day 0: nothing exists but the PVE hosts - no GPU VM, and no gateway, observability or client host either (each
+    is a VM site.yml creates); --check --diff predicts, the real run builds, the next changes nothing. A VM that does
+    not exist yet is never connected to: its container does not exist, so a connection would be unreachable."""
     api = lab_api()
-    gpu_vm_hosts = ("llmstack-lab-gpu-a", "llmstack-lab-gpu-b")
-    assert [podman("container", "exists", c).returncode for c in gpu_vm_hosts] == [1, 1]
+    vm_hosts = sorted(vm[3] for vm in VMS)
+    assert [podman("container", "exists", c).returncode for c in vm_hosts] == [1] * len(VMS)
     assert [api.nodes(n).qemu.get() for n in ("lab-pve-a", "lab-pve-b")] == [[], []]
 
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), "--check", "--diff", json_output=True,
@@ -102,30 +110,33 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     assert rc == 0, out[-4000:] + err[-2000:]
     report = parse_json_report(out)
     created = results_of(report, "Create, update or destroy the VM")
-    assert {h: (r["changed"], r["operation"]) for h, r in created.items()} == {
-        "lab-gpu-a": (True, "create"), "lab-gpu-b": (True, "create")}
+    assert {h: (r["changed"], r["operation"]) for h, r in created.items()} == dict(
+        (vm[2], (True, "create")) for vm in VMS)
     after = created["lab-gpu-a"]["diff"]["after"]
     assert (after["machine"], after["bios"], created["lab-gpu-a"]["diff"]["before"]) == ("q35", "ovmf", {})
     assert sorted(k for k in after if k.startswith("hostpci")) == ["hostpci0", "hostpci1"]
+    gateway = created["lab-gateway"]["diff"]["after"]
+    assert (gateway["machine"], str(gateway["cores"]), str(gateway["memory"])) == ("q35", "4", "8192")
+    assert not [k for k in gateway if k.startswith("hostpci")]
     imports = results_of(report, "Say that check mode would import the image into the VM the gpu_vms stage creates")
     starts = results_of(report, "Say that check mode would start the VM it creates")
-    assert sorted(h for h, r in imports.items() if r["changed"]) == ["lab-gpu-a", "lab-gpu-b"]
-    assert sorted(h for h, r in starts.items() if r["changed"]) == ["lab-gpu-a", "lab-gpu-b"]
+    assert sorted(h for h, r in imports.items() if r["changed"]) == sorted(vm[2] for vm in VMS)
+    assert sorted(h for h, r in starts.items() if r["changed"]) == sorted(vm[2] for vm in VMS)
     # Nothing was created, nothing connected to a VM that does not exist.
     stats = parse_json_report(out)["stats"]
     assert all(s["unreachable"] == 0 and s["failures"] == 0 for s in stats.values()), stats
     assert [api.nodes(n).qemu.get() for n in ("lab-pve-a", "lab-pve-b")] == [[], []]
-    assert [podman("container", "exists", c).returncode for c in gpu_vm_hosts] == [1, 1]
+    assert [podman("container", "exists", c).returncode for c in vm_hosts] == [1] * len(VMS)
 
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True, timeout=SITE_TIMEOUT)
     assert rc == 0, out[-4000:] + err[-2000:]
     report = parse_json_report(out)
     started = results_of(report, "Start the VM")
-    assert sorted(h for h, r in started.items() if r["changed"]) == ["lab-gpu-a", "lab-gpu-b"]
-    assert [str(api.nodes(n).qemu(v).status.current.get()["status"]) for n, v in
-            (("lab-pve-a", 120), ("lab-pve-b", 121))] == ["running", "running"]
-    states = [podman("container", "inspect", "--format", "{{.State.Status}}", c).stdout.strip() for c in gpu_vm_hosts]
-    assert states == ["running", "running"]
+    assert sorted(h for h, r in started.items() if r["changed"]) == sorted(vm[2] for vm in VMS)
+    assert [str(api.nodes(vm[0]).qemu(vm[1]).status.current.get()["status"]) for vm in VMS] == ["running"] * len(VMS)
+    states = [podman("container", "inspect", "--format", "{{.State.Status}}", c).stdout.strip() for c in vm_hosts]
+    assert states == ["running"] * len(VMS)
+    assert all(s["unreachable"] == 0 and s["failures"] == 0 for s in report["stats"].values()), report["stats"]
 
     # The roles started what they deploy (issue #22): every service container and unit, once.
     running = started_at()
@@ -1024,7 +1035,8 @@ def test_summary_says_what_was_not_run_and_its_curl_streams_an_answer(running_la
     """The summary names what is not started, and its "Try it" curl, run as printed, streams an answer."""
     out = lab("summary", "--skipped", skip_tags())
     assert "https://172.30.10.2:8006" in out and "running" in out
-    assert "lab-gpu-a    container llmstack-lab-gpu-a     running (the VM's host: started with the VM" in out
+    assert "lab-gpu-a    container llmstack-lab-gpu-a     running (VM 120: started with the VM" in out
+    assert "lab-gateway  container llmstack-lab-gateway   running (VM 112: started with the VM" in out
     assert "Not run in the lab (vfio needs a boot loader" in out
     assert "not started (no package or image here): langfuse (lab-obs), monitoring/grafana (lab-obs)" in out
     assert "Prometheus: http://172.30.10.14:9090/targets" in out
@@ -1037,6 +1049,63 @@ def test_summary_says_what_was_not_run_and_its_curl_streams_an_answer(running_la
     assert result.returncode == 0, result.stderr
     events = [line[len("data: "):] for line in result.stdout.splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]" and len(events) >= 10, result.stdout
+
+
+def test_the_gateway_observability_and_client_hosts_are_vms_made_through_the_pve_api(running_lab):
+    """Issue #33: the hosts that were pre-built containers are VMs site.yml created from their inventory settings
+    (host_vars: gpu_vm_node, gpu_vm_vmid, cores, memory, disk; llmstack_interfaces and llmstack_vlans for the NICs):
+    the seed's VM shape without passthrough, their guest image imported and booted, their host started with them."""
+    import yaml
+
+    api = lab_api()
+    with open(os.path.join(LAB, "group_vars", "all", "main.yml")) as handle:
+        vlans = yaml.safe_load(handle)["llmstack_vlans"]
+    for node, vmid, host, container in VMS[2:]:
+        with open(os.path.join(LAB, "host_vars", host + ".yml")) as handle:
+            hv = yaml.safe_load(handle)
+        assert (hv["gpu_vm_node"], hv["gpu_vm_vmid"]) == (node, vmid)
+        config = api.nodes(node).qemu(vmid).config.get()
+        assert config["name"] == host
+        assert (config["machine"], config["bios"], config["cpu"], str(config["balloon"]), str(config["cores"]),
+                str(config["memory"])) == ("q35", "ovmf", "host", "0", str(hv["gpu_vm_cores"]),
+                                           str(hv["gpu_vm_memory_mib"]))
+        assert not [k for k in config if k.startswith("hostpci")] and "affinity" not in config
+        assert "hugepages" not in config, config
+        nets = sorted(k for k in config if re.match(r"^net[0-9]+$", k))
+        tags = [str(vlans[i["vlan"]]["id"]) for i in hv["llmstack_interfaces"]]
+        assert [split(config[k])[1]["tag"] for k in nets] == tags
+        assert all(split(config[k])[1].get("firewall") == "1" for k in nets)
+        with open(os.path.join(ROOT, ".cache", "lab", "pve-import", host + ".raw.json")) as handle:
+            record = json.load(handle)
+        assert "llmstack-img-" + record["digest"][:12] in config["tags"].split(";")
+        assert (config["boot"], split(config["scsi0"])[1]["size"]) == ("order=scsi0", "%dG" % hv["gpu_vm_disk_gib"])
+        assert str(api.nodes(node).qemu(vmid).status.current.get()["status"]) == "running"
+        state = podman("container", "inspect", "--format", "{{.State.Status}}", container).stdout.strip()
+        assert state == "running", (container, state)
+
+
+def test_every_vm_s_host_key_is_known_before_it_ran_and_is_the_key_in_its_image(running_lab):
+    """Issue #33 item 5: each VM's SSH host key is in the controller's known_hosts (the lab's, .cache/lab/known_hosts)
+    under the names Ansible reaches it by, and it is the key its image was built with (the image's record holds the
+    digest of its /etc/ssh/ssh_host_ed25519_key.pub). The lab reaches its hosts through podman: test_guest_image
+    connects to a booted image with strict host key checking."""
+    import hashlib
+
+    with open(os.path.join(ROOT, ".cache", "lab", "known_hosts")) as handle:
+        known = {}
+        for line in handle:
+            if line.strip():
+                name, kind, key = line.split()[:3]
+                known[name] = (kind, key)
+    for host, container in ((vm[2], vm[3]) for vm in VMS):
+        assert known.get(host) == known.get(container) and known[host][0] == "ssh-ed25519", (host, known)
+        with open(os.path.join(ROOT, ".cache", "lab", "pve-import", host + ".raw.json")) as handle:
+            files = json.load(handle)["inputs"]["files"]
+        line = "%s %s root@%s\n" % (known[host][0], known[host][1], host)
+        assert files["etc/ssh/ssh_host_ed25519_key.pub"] == hashlib.sha256(line.encode()).hexdigest(), host
+    assert len({entry[1] for entry in known.values()}) == len(VMS)
+    mode = os.stat(os.path.join(ROOT, ".cache", "lab", "host_key_secret")).st_mode & 0o777
+    assert mode == 0o600
 
 
 def test_gpu_vms_boot_the_guest_image_built_for_them(running_lab):

@@ -105,9 +105,9 @@ def test_burnin_refuses_bad_settings_before_anything_changes(tmp_path):
 
 
 def test_network_policy_without_the_controllers_address_changes_nothing(tmp_path):
-    """network_policy never loads a ruleset that does not name where Ansible connects from: the render step refuses
-    it, naming the variable, before anything is installed or loaded (the host is this machine; nothing runs past
-    the render)."""
+    """network_policy never loads a ruleset that does not name where Ansible connects from: the inventory check
+    refuses it, naming the variable, before any stage runs (#33 item 6; the role's render step refuses it too, when
+    the role runs on its own), so nothing is installed or loaded (the host is this machine)."""
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(
         "all:\n  vars:\n    ansible_connection: local\n    ansible_python_interpreter: auto_silent\n"
@@ -115,7 +115,7 @@ def test_network_policy_without_the_controllers_address_changes_nothing(tmp_path
     rc, out, err = playbook("playbooks/network.yml", "-i", str(inventory), "--tags", "network_policy", "-e",
                             "inventory_check_publish_facts=false", "-e", '{"inventory_check_group_vlans": {}}')
     assert rc != 0
-    assert "network_policy_controller_addresses: give the address(es) Ansible connects from" in out, out
+    assert "network_policy_controller_addresses: is empty: name the address(es) Ansible connects from" in out, out
     assert "Install nftables" not in out and "Load the ruleset" not in out
 
 

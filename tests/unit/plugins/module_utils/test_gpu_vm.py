@@ -91,6 +91,26 @@ def test_iommu_off_is_refused(facts):
         plan(vm(gpus=["0000:41:00"]), [], facts["iommu-off"], VLANS, {})
 
 
+def test_a_vm_without_gpus_is_the_same_vm_less_the_passthrough(facts):
+    """A gateway VM (issue #33): the seed's VM settings, no hostpci, no IOMMU needed; pinning asked for has
+    nothing to pin to, and the host's hugepages stay for the GPU VMs unless asked for by size."""
+    gpu_vms = [{"name": "gpu-a", "gpus": list(SEED_A)}]
+    for tree in ("platform-a", "iommu-off"):
+        result = plan(vm(name="gateway", gpus=[]), gpu_vms, facts[tree], VLANS,
+                      {"numa_pin": True, "memory_mib": 8192, "cores": 4})
+        config = result["config"]
+        assert (config["machine"], config["bios"], config["cpu"], config["balloon"], config["cores"]) == \
+            ("q35", "ovmf", "host", 0, 4)
+        assert all(config["hostpci%d" % i] is None for i in range(16))
+        assert (config["hugepages"], config["affinity"], config["numa0"]) == (None, None, None)
+        assert config["net0"] == "virtio,bridge=vmbr1,tag=20"
+        assert (result["mappings"], result["slots"], result["warnings"]) == ([], [], [])
+    # platform-a reserves 32 GiB of 2 MiB pages: taken only when the VM asks for that size.
+    result = plan(vm(name="gateway", gpus=[]), gpu_vms, facts["platform-a"], VLANS,
+                  {"memory_mib": 8192, "hugepages": "2"})
+    assert result["config"]["hugepages"] == "2"
+
+
 def test_numa_pinning_uses_the_gpus_node_cpus_and_binds_memory(facts):
     # Platform B (devices.yml): 88:00 and 89:00 on node 1, whose CPUs are 20-39,60-79.
     result = plan(vm(gpus=["0000:88:00", "0000:89:00"], node="pve-b"), [], facts["platform-b"], VLANS,

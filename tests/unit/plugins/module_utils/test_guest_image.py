@@ -17,8 +17,11 @@ VLANS = {"mgmt": {"id": 10, "cidr": "192.0.2.0/24", "gateway": "192.0.2.1"},
 def settings(**changes):
     # The role's defaults (its defaults/main.yml, the one place they are stated), then this VM's values; disk_gib
     # (the role's default follows gpu_vm_disk_gib) is the smallest image these tests lay out.
-    base = role_settings("guest_image", [n for n in guest_image.SETTINGS if n not in ("interfaces", "vlans")])
+    # host_public_key is no variable: the role passes the key ssh_host_key made ("" with guest_image_host_keys off).
+    base = role_settings("guest_image", [n for n in guest_image.SETTINGS
+                                         if n not in ("interfaces", "vlans", "host_public_key")])
     base.update({"mirror": "http://deb.example.org/debian", "hostname": "gpu-vm-a", "authorized_keys": [KEY],
+                 "host_public_key": "",
                  "disk_gib": 8, "interfaces": [{"vlan": "inference", "address": "198.51.100.20"}], "vlans": VLANS})
     base.update(changes)
     return base
@@ -159,3 +162,27 @@ def test_a_setting_left_out_is_named_not_defaulted_in_python():
     found = guest_image.check_settings(partial)[1]
     assert found == ["guest_image: settings missing suite, formats (pass every one; the guest_image role's "
                      "defaults/main.yml has their defaults)"]
+
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDwyngojZfNGnYM8XwCf1zqNDcixJAYDTwE3OAqH9fo/ root@gpu-vm-a"
+
+
+def test_a_host_key_of_the_collection_replaces_the_first_boot_one():
+    """Issue #33 item 5: with the collection's key the image carries it (sshd offers it alone) and makes none at the
+    first boot; without, the first boot makes them as before (the same inputs, so no image is rebuilt for it)."""
+    without = guest_image.plan(settings())
+    assert "etc/systemd/system/llmstack-ssh-hostkeys.service" in without["files"]
+    assert "llmstack-ssh-hostkeys.service" in without["inputs"]["enable"]
+    with_key = guest_image.plan(settings(host_public_key=HOST_KEY))
+    files = with_key["files"]
+    assert files["etc/ssh/ssh_host_ed25519_key.pub"] == HOST_KEY + "\n"
+    assert "HostKey /etc/ssh/ssh_host_ed25519_key\n" in files["etc/ssh/sshd_config.d/10-llmstack.conf"]
+    assert "etc/systemd/system/llmstack-ssh-hostkeys.service" not in files
+    assert "llmstack-ssh-hostkeys.service" not in with_key["inputs"]["enable"]
+    # Another key is another image; the private key is no input (it never reaches the record).
+    other = guest_image.plan(settings(host_public_key=HOST_KEY.replace("AAAAIDwy", "AAAAIDwz")))
+    assert len({without["digest"], with_key["digest"], other["digest"]}) == 3
+
+
+def test_a_host_key_that_is_not_an_ed25519_public_key_is_named():
+    assert any(p.startswith("guest_image_host_public_key: ") for p in problems(host_public_key="ssh-rsa AAAA x"))

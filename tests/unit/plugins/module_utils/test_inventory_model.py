@@ -9,7 +9,9 @@ VLANS = {
     "mgmt": {"id": 10, "cidr": "10.0.10.0/24", "gateway": "10.0.10.1", "bridge": "vmbr0"},
     "inference": {"id": 20, "cidr": "10.0.20.0/24", "gateway": "10.0.20.1", "bridge": "vmbr0"},
 }
-CREDS = {"gpu_vm_api_token_id": "ansible@pve!llmstack", "gpu_vm_api_token_secret": "0123456789abcdef0123"}
+CREDS = {"gpu_vm_api_token_id": "ansible@pve!llmstack", "gpu_vm_api_token_secret": "0123456789abcdef0123",
+         "gpu_vm_api_host": "pve-a.example.test", "guest_image_mirror": "http://deb.debian.org/debian",
+         "guest_image_authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDwyngojZfNGnYM8XwCf1zqNDci ops"]}
 
 
 def base():
@@ -30,6 +32,7 @@ def base():
     }
     for data in hosts.values():
         data["llmstack_vlans"] = copy.deepcopy(VLANS)
+        data["network_policy_controller_addresses"] = ["10.0.10.5"]
     return {"groups": {"all": sorted(hosts), "pve_hosts": ["pve-a", "pve-b"], "gpu_vms": ["vm-a", "vm-b"],
                        "llm_gateways": ["gw"]},
             "hosts": hosts}
@@ -253,6 +256,98 @@ def test_vm_required_variables(key):
     only(model, "host vm-b: %s: is missing" % key)
 
 
+def plain_vm(model, **extra):
+    """The gateway as a VM this collection creates (issue #33): VM settings, no GPUs."""
+    model["hosts"]["gw"].update(CREDS, gpu_vm_node="pve-a", gpu_vm_vmid=112, **extra)
+    return model
+
+
+def test_a_host_outside_gpu_vms_with_a_vmid_is_a_vm_and_needs_no_gpus():
+    model = plain_vm(base())
+    assert texts(model) == []
+    assert im.vm_hosts(model["groups"], model["hosts"]) == ["gw", "vm-a", "vm-b"]
+    # Without VM settings the gateway is an existing host, as before.
+    assert im.vm_hosts(base()["groups"], base()["hosts"]) == ["vm-a", "vm-b"]
+
+
+@pytest.mark.parametrize("key,value,fragment", [
+    ("gpu_vm_node", "pve-c", "host gw: gpu_vm_node: 'pve-c' is not a host in group pve_hosts"),
+    ("gpu_vm_node", None, "host gw: gpu_vm_node: is missing"),
+    ("gpu_vm_vmid", 120, "VM id 120 is used by both gw and vm-a in PVE cluster 'default'"),
+    ("gpu_vm_vmid", 99, "host gw: gpu_vm_vmid: 99 is not a PVE VM id"),
+    ("gpu_vm_gpus", ["0000:41:00"], "host gw: gpu_vm_gpus: is set on a VM outside group gpu_vms"),
+    ("gpu_vm_api_host", "", "host gw: gpu_vm_api_host: is empty"),
+    ("gpu_vm_api_token_id", None, "host gw: gpu_vm_api_token_secret: no PVE API credentials"),
+])
+def test_a_plain_vm_is_refused_for_what_a_gpu_vm_is(key, value, fragment):
+    model = plain_vm(base())
+    if value is None:
+        del model["hosts"]["gw"][key]
+        if key == "gpu_vm_api_token_id":
+            del model["hosts"]["gw"]["gpu_vm_api_token_secret"]
+    else:
+        model["hosts"]["gw"][key] = value
+    only(model, fragment)
+
+
+def test_a_vm_without_the_pve_api_host_is_refused_before_anything_changes():
+    model = base()
+    del model["hosts"]["vm-b"]["gpu_vm_api_host"]
+    only(model, "host vm-b: gpu_vm_api_host: is empty: name the PVE API host")
+
+
+def test_a_vm_with_several_nics_needs_a_mac_on_each_before_anything_changes():
+    """guest_image names a multi-NIC guest's interfaces by MAC and refuses one without, but only in the guests stage,
+    after the PVE hosts stage may have rebooted them: the inventory check says it first, for every VM."""
+    model = plain_vm(base())
+    model["hosts"]["gw"]["llmstack_interfaces"] = [
+        {"vlan": "inference", "address": "10.0.20.12"},
+        {"vlan": "mgmt", "address": "10.0.10.12", "mac": "BC:24:11:00:10:12"}]
+    only(model, "host gw: llmstack_interfaces: llmstack_interfaces[0] has no mac: a VM with 2 NICs")
+    model["hosts"]["gw"]["llmstack_interfaces"][0]["mac"] = "BC:24:11:00:20:12"
+    assert texts(model) == []
+    # An existing host (no gpu_vm_vmid) is not imaged by the collection: no MAC needed.
+    model = base()
+    model["hosts"]["gw"]["llmstack_interfaces"] = [{"vlan": "inference", "address": "10.0.20.12"},
+                                                   {"vlan": "mgmt", "address": "10.0.10.12"}]
+    assert texts(model) == []
+
+
+@pytest.mark.parametrize("key,fragment", [
+    ("guest_image_mirror", "host gw: guest_image_mirror: is empty: the VM's image is built with debootstrap"),
+    ("guest_image_authorized_keys", "host gw: guest_image_authorized_keys: is empty: the VM's image lets root in"),
+])
+def test_a_vm_whose_image_cannot_be_built_or_reached_is_refused_first(key, fragment):
+    """Issue #33 item 6: refused by the offline check, not in the guests stage after the PVE hosts rebooted."""
+    model = plain_vm(base())
+    del model["hosts"]["gw"][key]
+    only(model, fragment)
+    model["hosts"]["gw"][key] = [] if key.endswith("keys") else ""
+    only(model, fragment)
+    model["hosts"]["gw"]["guest_image_import"] = False
+    assert texts(model) == []
+
+
+def test_the_policy_without_the_controllers_address_is_refused_unless_it_is_off():
+    model = base()
+    del model["hosts"]["pve-a"]["network_policy_controller_addresses"]
+    only(model, "host pve-a: network_policy_controller_addresses: is empty: name the address(es) Ansible connects")
+    for off in ({"network_policy_state": "absent"}, {"network_policy_nftables": "false"}):
+        changed = copy.deepcopy(model)
+        changed["hosts"]["pve-a"].update(off)
+        assert texts(changed) == []
+    # PVE's firewall is a policy too, nftables off or not.
+    model["hosts"]["pve-a"].update(network_policy_nftables=False, network_policy_pve_firewall=True)
+    only(model, "host pve-a: network_policy_controller_addresses: is empty")
+
+
+def test_a_pve_host_with_a_vmid_is_refused():
+    model = base()
+    model["hosts"]["pve-a"]["gpu_vm_vmid"] = 150
+    only(model, "host pve-a: gpu_vm_vmid: is set on a host of group pve_hosts")
+    assert im.vm_hosts(model["groups"], model["hosts"]) == ["vm-a", "vm-b"]
+
+
 def test_vmid_unique_per_cluster_only():
     model = base()
     model["hosts"]["vm-b"]["gpu_vm_vmid"] = 120
@@ -433,12 +528,13 @@ def test_token_id_format():
 # -- helpers -------------------------------------------------------------------------
 def test_host_network_joins_interfaces_with_vlans():
     model = base()
+    model["hosts"]["vm-a"]["llmstack_interfaces"][0]["mac"] = "BC:24:11:00:00:01"
     model["hosts"]["vm-a"]["llmstack_interfaces"].append({"vlan": "mgmt", "address": "10.0.10.20/24",
                                                           "mac": "BC:24:11:00:00:02"})
     assert im.validate(model) == []
     assert im.host_network(model, "vm-a") == [
         {"vlan": "inference", "id": 20, "address": "10.0.20.20", "prefix": 24, "cidr": "10.0.20.0/24",
-         "gateway": "10.0.20.1", "bridge": "vmbr0"},
+         "gateway": "10.0.20.1", "bridge": "vmbr0", "mac": "BC:24:11:00:00:01"},
         {"vlan": "mgmt", "id": 10, "address": "10.0.10.20", "prefix": 24, "cidr": "10.0.10.0/24",
          "gateway": "10.0.10.1", "bridge": "vmbr0", "mac": "BC:24:11:00:00:02"},
     ]

@@ -229,16 +229,23 @@ def test_nic_problems_name_the_variable():
     assert len(problems) == 1 and "net1" in problems[0] and "gpu_vm_nic_firewall: true" in problems[0]
 
 
-def test_only_gpu_vms_and_good_settings():
+def test_only_vms_the_collection_creates_and_good_settings():
     with pytest.raises(pve_firewall.PveFirewallError) as info:
         pve_firewall.desired(topology(), "gw", SETTINGS)
-    assert "is not a GPU VM" in str(info.value.problems)
+    assert "gw is not a VM this collection creates" in str(info.value.problems)
     with pytest.raises(pve_firewall.PveFirewallError) as info:
         pve_firewall.desired(topology(), "gpu", dict(SETTINGS, controller_addresses=[]))
     assert any("network_policy_controller_addresses" in p for p in info.value.problems)
     rendered = pve_firewall.render(topology(), "gw", dict(SETTINGS, pve_firewall=True))
     assert rendered["pve_firewall"] is None and "table inet llmstack" in rendered["ruleset"]
     assert pve_firewall.render(topology(), "gpu", dict(SETTINGS, pve_firewall=True))["pve_firewall"]["vmid"] == 120
+    # The gateway as a VM the collection creates (issue #33): PVE's firewall filters it like a GPU VM, HTTPS from the
+    # client in, SSH from the controller.
+    made = topology()
+    made["hosts"]["gw"]["vm"] = {"node": "pve-a", "pve_node": "pve-a", "vmid": 112}
+    policy = pve_firewall.render(made, "gw", dict(SETTINGS, pve_firewall=True))["pve_firewall"]
+    assert policy["vmid"] == 112
+    assert any(r.get("dport") == "443" for r in policy["group_rules"]), policy["group_rules"]
 
 
 def test_a_changed_group_is_rewritten_add_before_delete_so_ssh_is_never_missing():
