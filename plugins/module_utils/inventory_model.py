@@ -82,6 +82,8 @@ WEAK_SECRETS = frozenset((
     "clickhouse", "redis", "grafana", "prom-operator",
 ))
 MIN_SECRET_LENGTH = 12
+#: Secrets that need more: every VM's SSH host key is derived from this one (ssh_host_key.MIN_SECRET_LENGTH).
+MIN_SECRET_LENGTHS = {"guest_image_host_key_secret": 32}
 
 #: Secrets that must start with a given prefix when the user sets them.
 SECRET_PREFIXES = {"litellm_master_key": "sk-", "litellm_salt_key": "sk-"}
@@ -724,8 +726,9 @@ class _Validator(object):
                     message = "is a well-known default; set a random value (vault) or leave it unset to generate one"
                 elif name in SECRET_PREFIXES and not value.startswith(SECRET_PREFIXES[name]):
                     message = "must start with '%s'" % SECRET_PREFIXES[name]
-                elif len(value) < MIN_SECRET_LENGTH:
-                    message = "is %d characters long; use at least %d" % (len(value), MIN_SECRET_LENGTH)
+                elif len(value) < MIN_SECRET_LENGTHS.get(name, MIN_SECRET_LENGTH):
+                    message = "is %d characters long; use at least %d" % (
+                        len(value), MIN_SECRET_LENGTHS.get(name, MIN_SECRET_LENGTH))
                 if message:
                     self.problem(host, name, message)
         for host in vm_hosts(self.groups, self.hosts):

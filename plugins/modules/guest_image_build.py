@@ -102,6 +102,7 @@ EXAMPLES = r"""
       serial_console: ttyS0,115200
       kernel_cmdline: ""
       formats: [raw]
+      host_public_key: ""
     path: /var/lib/llmstack/images/gpu-vm-a.raw
     work_dir: /var/tmp/llmstack-image-gpu-vm-a
 """
@@ -420,13 +421,17 @@ def main():
     images = builder.filesystems(efi)
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     partial = path + ".partial"
+    if public:
+        # The image holds the VM's private host key: its files (raw, qcow2) are made 0600 from the start.
+        os.umask(0o077)
     builder.disk(images, partial)
     if public:
-        # It holds the VM's private host key.
         os.chmod(partial, 0o600)
     if "qcow2" in built["settings"]["formats"]:
         qcow2 = os.path.splitext(path)[0] + ".qcow2"
         builder.run(["qemu-img", "convert", "-O", "qcow2", partial, qcow2 + ".partial"], "qemu-img convert")
+        if public:
+            os.chmod(qcow2 + ".partial", 0o600)
         os.rename(qcow2 + ".partial", qcow2)
     os.rename(partial, path)
     seconds = round(time.monotonic() - start, 1)

@@ -550,3 +550,13 @@ def test_problem_as_dict():
     problem = im.Problem(["b", "a"], "x", "is wrong")
     assert problem.as_dict() == {"hosts": ["a", "b"], "variable": "x", "message": "is wrong",
                                  "text": "hosts a, b: x: is wrong"}
+
+
+def test_the_host_key_secret_needs_32_characters_before_anything_changes():
+    """Every VM's SSH host key is derived from it (ssh_host_key needs 32): a shorter one is refused offline, not in
+    the guests stage after the PVE hosts stage."""
+    model = base()
+    model["hosts"]["vm-a"]["guest_image_host_key_secret"] = "x7Kp2Qm9Lr4Tv8Wz3Yb6Nc1"
+    only(model, "host vm-a: guest_image_host_key_secret: is 23 characters long; use at least 32")
+    model["hosts"]["vm-a"]["guest_image_host_key_secret"] = "x7Kp2Qm9Lr4Tv8Wz3Yb6Nc1Hd5Fg0Js2A"
+    assert texts(model) == []
