@@ -61,6 +61,9 @@ def site(pve_hosts, vms_per_host, clients):
                 "gpu_vm_node": name, "gpu_vm_vmid": 100 + n,
                 "gpu_vm_gpus": ["0000:%02x:00" % (0x10 + v * 4 + g) for g in range(4)],
                 "gpu_vm_api_token_id": "ansible@pve!llmstack", "gpu_vm_api_token_secret": "0123456789abcdef0123",
+                # What a first run of a VM needs (the check refuses a VM without them, #33 item 6).
+                "gpu_vm_api_host": "10.10.1.2", "guest_image_mirror": "http://deb.debian.org/debian",
+                "guest_image_authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDwyngojZfNGnYM8XwCf1zqN ops"],
                 "llmstack_interfaces": [{"vlan": "inference", "address": "10.20.%d.%d" % (1 + n // 250, 2 + n % 250)}],
                 "vllm_models": [{"name": m, "model": "org/%s" % m, "port": 8001 + i}
                                 for i, m in enumerate(("fast", "balanced", "reasoning"))],
@@ -76,6 +79,7 @@ def site(pve_hosts, vms_per_host, clients):
         hosts[name] = {"llmstack_interfaces": [{"vlan": "apps", "address": address}]}
     for data in hosts.values():
         data["llmstack_vlans"] = vlans
+        data["network_policy_controller_addresses"] = ["10.10.0.5"]
     groups["all"] = sorted(hosts)
     return {"groups": groups, "hosts": hosts}
 
