@@ -167,11 +167,12 @@ def test_a_vm_not_created_yet_is_predicted_in_check_mode_and_refused_otherwise(l
     assert state_changing(labpve) == []
 
 
-def test_the_render_module_returns_the_policy_only_for_gpu_vms(lab):
-    """network_policy_render (as the role calls it) hands the policy over, and none for a host that is not a VM."""
+def test_the_render_module_returns_the_policy_only_for_vms(lab):
+    """network_policy_render (as the role calls it) hands the policy over for every VM the collection creates - the
+    lab's gateway is one (issue #33) - and none for a host that is not a VM (a PVE host)."""
     topology, vlans = lab
     out = {}
-    for host in (HOST, "lab-gateway"):
+    for host in (HOST, "lab-gateway", "lab-pve-a"):
         settings = {"controller_addresses": [CONTROLLER], "vlans": vlans, "pve_firewall": True}
         args = {"host": host, "topology": topology, "settings": settings}
         result = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-m",
@@ -182,4 +183,5 @@ def test_the_render_module_returns_the_policy_only_for_gpu_vms(lab):
         report = json.loads(result.stdout[result.stdout.index("{"):])
         out[host] = list(report["plays"][0]["tasks"][0]["hosts"].values())[0]
     assert out[HOST]["pve_firewall"] == policy(lab)
-    assert out["lab-gateway"]["pve_firewall"] is None and "table inet llmstack" in out["lab-gateway"]["ruleset"]
+    assert out["lab-gateway"]["pve_firewall"]["vmid"] == 112
+    assert out["lab-pve-a"]["pve_firewall"] is None and "table inet llmstack" in out["lab-pve-a"]["ruleset"]
