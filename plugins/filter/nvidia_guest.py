@@ -22,9 +22,8 @@ description:
     C(llmstack_nvidia.topology) -> inactive links, and GPUs with fewer links up than topo -m shows).
   - C(nvidia_settings_problems) (the role's settings without their C(nvidia_) prefix -> one message per problem),
     C(nvidia_distribution_problem) (C(ansible_facts) -> null, or why the distribution is not supported).
-  - The package lists and apt pins C(nvidia_driver_packages), C(nvidia_driver_pin), C(nvidia_docker_packages),
-    C(nvidia_toolkit_packages), C(nvidia_toolkit_pin), and C(nvidia_daemon_options) (the daemon.json keys the
-    role owns).
+  - The package lists and apt pins C(nvidia_driver_packages), C(nvidia_driver_pin), C(nvidia_toolkit_packages) and
+    C(nvidia_toolkit_pin) (Docker's are the docker role's: C(docker_packages)).
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 options:
@@ -109,7 +108,5 @@ class FilterModule(object):
                 "nvidia_missing_components": nvidia_missing_components,
                 "nvidia_driver_packages": nvidia_driver_packages,
                 "nvidia_driver_pin": _wrap(nvidia_guest.driver_pin),
-                "nvidia_docker_packages": _wrap(nvidia_guest.docker_packages),
                 "nvidia_toolkit_packages": nvidia_guest.toolkit_packages,
-                "nvidia_toolkit_pin": nvidia_guest.toolkit_pin,
-                "nvidia_daemon_options": nvidia_guest.owned_daemon_options}
+                "nvidia_toolkit_pin": nvidia_guest.toolkit_pin}

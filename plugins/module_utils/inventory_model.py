@@ -34,6 +34,9 @@ except ImportError:  # pragma: no cover - reported by the callers
 
 #: Groups of the inventory contract (DESIGN.md section 2).
 KNOWN_GROUPS = ("pve_hosts", "gpu_vms", "llm_gateways", "langfuse", "observability", "llm_clients")
+# Groups whose services run as compose projects in Docker (the docker role, playbooks/stages/guests.yml), besides
+# gpu_vms: none of their hosts may be a PVE host.
+COMPOSE_GROUPS = ("llm_gateways", "langfuse", "observability")
 
 #: Variables read from every host (the secret variables are found by name on top).
 HOST_VARIABLES = (
@@ -429,6 +432,11 @@ class _Validator(object):
         vms = set(self.members("gpu_vms"))
         for host in sorted(vms & set(self.members("pve_hosts"))):
             self.problem(host, "groups", "is in both pve_hosts and gpu_vms; a GPU VM cannot be its own PVE host")
+        for group in COMPOSE_GROUPS:
+            for host in sorted(set(self.members(group)) & set(self.members("pve_hosts"))):
+                self.problem(host, "groups", "is in both pve_hosts and %s: the %s services run in Docker, and Docker "
+                             "on a PVE host sets the iptables FORWARD policy to DROP (the bridged VMs' traffic); "
+                             "run them in a VM (gpu_vm_vmid in its host_vars)" % (group, group))
         for host in sorted(set(self.members("pve_hosts")) - vms):
             if self.hosts[host].get("gpu_vm_vmid") is not None:
                 self.problem(host, "gpu_vm_vmid", "is set on a host of group pve_hosts: a PVE host cannot be a VM "

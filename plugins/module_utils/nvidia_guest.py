@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: pvegpu.llmstack contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The NVIDIA stack of a Debian 13 GPU guest: settings checks, package lists, apt components, the Docker daemon
-configuration merge, OpenPGP keyring checks, the driver's reboot decision and the passthrough verdict.
+"""The NVIDIA stack of a Debian 13 GPU guest: settings checks, package lists, apt components, the nvidia runtime in
+Docker's daemon.json, OpenPGP keyring checks, the driver's reboot decision and the passthrough verdict (the Docker
+engine itself is the docker role's: docker_engine.py).
 
 Plain Python, no Ansible imports; the ``nvidia`` role's modules and filters are thin wrappers around it.
 
@@ -12,7 +13,6 @@ nvidia-container-toolkit 1.18.2-1 from NVIDIA's apt repository with a ``signed-b
 """
 
 import base64
-import copy
 import hashlib
 import json
 import os
@@ -24,22 +24,15 @@ DRIVER_SOURCES = ("debian", "cuda-repo")
 DRIVER_FLAVORS = ("proprietary", "open")
 DRIVER_INSTALL = ("auto", "always", "never")
 REBOOT = ("auto", "never")
-DOCKER_SOURCES = ("debian", "docker")
 NVIDIA_VENDOR = "10de"
 # Display (0x0300) and 3D (0x0302: V100/A100/H100) controllers.
 GPU_CLASSES = ("0300", "0302")
 TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
                     "libnvidia-container1")
-# procps (sysctl), pciutils (lspci, for people debugging a guest) and kmod (modinfo, /etc/modprobe.d) come with the
-# engine.
-DEBIAN_DOCKER_PACKAGES = ("docker.io", "docker-compose", "procps", "pciutils", "kmod")
-DOCKER_CE_PACKAGES = ("procps", "pciutils", "kmod", "docker-ce", "docker-ce-cli", "containerd.io",
-                      "docker-buildx-plugin", "docker-compose-plugin")
 # Debian components each driver source needs (firmware-misc-nonfree is in non-free-firmware).
 DEBIAN_COMPONENTS = {"debian": ("non-free", "non-free-firmware"), "cuda-repo": ("non-free-firmware",)}
 TOOLKIT_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(~rc\.[0-9]+)?-[0-9]+$")
 FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
-LOG_SIZE_RE = re.compile(r"^[1-9][0-9]*[kmg]$")
 BRANCH_RE = re.compile(r"^[0-9]{3}$")
 URL_RE = re.compile(r"^(https://|http://|file:///)\S+$")
 
@@ -66,7 +59,7 @@ def check_settings(s):
     """Every problem of the role's variables at once, each naming its variable."""
     problems = []
     choices = (("driver_source", DRIVER_SOURCES), ("driver_flavor", DRIVER_FLAVORS),
-               ("driver_install", DRIVER_INSTALL), ("reboot", REBOOT), ("docker_source", DOCKER_SOURCES))
+               ("driver_install", DRIVER_INSTALL), ("reboot", REBOOT))
     for name, allowed in choices:
         if s.get(name) not in allowed:
             _problem(problems, name, "must be one of %s, not %r" % (", ".join(allowed), s.get(name)))
@@ -78,11 +71,11 @@ def check_settings(s):
         _problem(problems, "container_toolkit_version", "must be a full Debian package version such as 1.18.2-1 "
                  "(the four toolkit packages are pinned to it), not %r" % version)
     for name in ("container_toolkit_repo_url", "container_toolkit_gpg_key_url", "cuda_repo_url",
-                 "cuda_repo_gpg_key_url", "docker_repo_url", "docker_repo_gpg_key_url"):
+                 "cuda_repo_gpg_key_url"):
         value = s.get(name)
         if value is not None and not URL_RE.match(str(value)):
             _problem(problems, name, "must be an https://, http:// or file:/// URL without spaces, not %r" % value)
-    for name in ("container_toolkit_gpg_fingerprints", "cuda_repo_gpg_fingerprints", "docker_repo_gpg_fingerprints"):
+    for name in ("container_toolkit_gpg_fingerprints", "cuda_repo_gpg_fingerprints"):
         value = s.get(name)
         if value is None:
             continue
@@ -92,17 +85,6 @@ def check_settings(s):
         for item in value:
             if not FINGERPRINT_RE.match(normalise_fingerprint(item)):
                 _problem(problems, name, "%r is not a 40-hex-digit OpenPGP v4 fingerprint" % (item,))
-    options = s.get("docker_daemon_options")
-    if not isinstance(options, dict):
-        _problem(problems, "docker_daemon_options", "must be a mapping of daemon.json keys")
-    elif "runtimes" in options:
-        _problem(problems, "docker_daemon_options", "must not set runtimes: nvidia-ctk adds the nvidia runtime")
-    if not LOG_SIZE_RE.match(str(s.get("docker_log_max_size") or "")):
-        _problem(problems, "docker_log_max_size", "must be a size such as 100m (k, m or g), not %r"
-                 % (s.get("docker_log_max_size"),))
-    max_file = s.get("docker_log_max_file")
-    if isinstance(max_file, bool) or not isinstance(max_file, int) or max_file < 1:
-        _problem(problems, "docker_log_max_file", "must be a whole number of files, 1 or more, not %r" % (max_file,))
     expected = s.get("expected_gpus")
     if expected is not None:
         try:
@@ -155,14 +137,6 @@ def toolkit_pin(version, priority=1001):
             "Package: %s\n"
             "Pin: version %s\n"
             "Pin-Priority: %d\n" % (version, " ".join(TOOLKIT_PACKAGES), version, priority))
-
-
-def docker_packages(source):
-    if source == "debian":
-        return list(DEBIAN_DOCKER_PACKAGES)
-    if source == "docker":
-        return list(DOCKER_CE_PACKAGES)
-    raise NvidiaGuestError("unknown Docker source %r" % (source,))
 
 
 # ---------------------------------------------------------------- apt components
@@ -221,53 +195,7 @@ def missing_components(policy_text, codename, needed):
     return {"missing": [c for c in needed if c in missing_all], "sources": sources}
 
 
-# ---------------------------------------------------------------- Docker daemon.json
-
-
-def load_daemon_json(text, path="/etc/docker/daemon.json"):
-    """The daemon configuration as a dict ({} for a missing or empty file); a clear error for anything else."""
-    if text is None or not str(text).strip():
-        return {}
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise NvidiaGuestError("%s is not valid JSON (%s); it is left as it is: fix or remove it" % (path, exc))
-    if not isinstance(data, dict):
-        raise NvidiaGuestError("%s holds a JSON %s, not an object; it is left as it is: fix or remove it"
-                               % (path, type(data).__name__))
-    return data
-
-
-def _deep_merge(current, owned, prefix, changed):
-    for key, value in owned.items():
-        name = prefix + key
-        if isinstance(value, dict) and isinstance(current.get(key), dict):
-            _deep_merge(current[key], value, name + ".", changed)
-        elif key not in current or current[key] != value:
-            current[key] = copy.deepcopy(value)
-            changed.append(name)
-
-
-def merge_daemon(current, owned):
-    """``owned`` merged into ``current``: our keys set (nested mappings merged key by key), every other key kept.
-
-    Returns (merged, changed_keys). ``current`` is not modified.
-    """
-    merged = copy.deepcopy(current or {})
-    changed = []
-    _deep_merge(merged, owned or {}, "", changed)
-    return merged, changed
-
-
-def owned_daemon_options(options, log_max_size, log_max_file):
-    """The daemon.json keys this role owns: log rotation (json-file, size and count) and the user's options."""
-    owned = {"log-driver": "json-file", "log-opts": {"max-size": str(log_max_size), "max-file": str(log_max_file)}}
-    merged, _changed = merge_daemon(owned, options or {})
-    return merged
-
-
-def render_daemon_json(data):
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+# ---------------------------------------------------------------- the nvidia runtime in Docker's daemon.json
 
 
 class _Object(dict):

@@ -75,7 +75,7 @@ import shlex
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia_guest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import docker_engine
 
 
 def main():
@@ -94,12 +94,12 @@ def main():
         with open(path) as handle:
             before_text = handle.read()
     try:
-        current = nvidia_guest.load_daemon_json(before_text, path)
-    except nvidia_guest.NvidiaGuestError as exc:
+        current = docker_engine.load_daemon_json(before_text, path)
+    except docker_engine.DockerEngineError as exc:
         module.fail_json(msg=str(exc))
-    merged, changed_keys = nvidia_guest.merge_daemon(current, module.params["options"])
+    merged, changed_keys = docker_engine.merge_daemon(current, module.params["options"])
     changed = merged != current or before_text is None
-    after_text = nvidia_guest.render_daemon_json(merged)
+    after_text = docker_engine.render_daemon_json(merged)
     result = {"changed": changed, "changed_keys": changed_keys, "config": merged, "path": path}
     if module._diff:
         result["diff"] = {"before": before_text or "", "after": after_text if changed else before_text or "",

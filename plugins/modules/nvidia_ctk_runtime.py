@@ -61,7 +61,7 @@ command:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import nvidia_guest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import docker_engine, nvidia_guest
 
 
 def read(path):
@@ -83,8 +83,8 @@ def main():
     path, name = module.params["path"], module.params["name"]
     try:
         text = read(path)
-        entry = nvidia_guest.nvidia_runtime(nvidia_guest.load_daemon_json(text, path), name)
-    except nvidia_guest.NvidiaGuestError as exc:
+        entry = nvidia_guest.nvidia_runtime(docker_engine.load_daemon_json(text, path), name)
+    except (docker_engine.DockerEngineError, nvidia_guest.NvidiaGuestError) as exc:
         module.fail_json(msg=str(exc))
     if entry is not None:
         module.exit_json(changed=False, runtime=entry, path=path)
@@ -103,9 +103,9 @@ def main():
         module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(command), rc, (err or out).strip()), command=command)
     text = read(path)
     try:
-        entry = nvidia_guest.nvidia_runtime(nvidia_guest.load_daemon_json(text, path), name)
+        entry = nvidia_guest.nvidia_runtime(docker_engine.load_daemon_json(text, path), name)
         count = nvidia_guest.runtime_entries(text, name)
-    except nvidia_guest.NvidiaGuestError as exc:
+    except (docker_engine.DockerEngineError, nvidia_guest.NvidiaGuestError) as exc:
         module.fail_json(msg="after nvidia-ctk: %s" % exc, command=command)
     if entry is None or count != 1:
         module.fail_json(msg="after %s, %s declares the %s runtime %d time(s), not once with "

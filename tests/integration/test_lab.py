@@ -138,6 +138,13 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     assert states == ["running"] * len(VMS)
     assert all(s["unreachable"] == 0 and s["failures"] == 0 for s in report["stats"].values()), report["stats"]
 
+    # Docker came from the run (issue #33 item 2): the hosts' image has none, and the docker role installed it on
+    # every compose host (gateway, observability, GPU VMs) - not on the client VM, which runs no compose project.
+    assert podman("run", "--rm", "localhost/llmstack-lab-host:0.1", "sh", "-c", "command -v dockerd").returncode != 0
+    installed = results_of(report, "Install the Docker engine and the compose v2 plugin")
+    assert {h: r["changed"] for h, r in installed.items()} == dict(
+        (host, True) for host in ("lab-gateway", "lab-gpu-a", "lab-gpu-b", "lab-obs"))
+
     # The roles started what they deploy (issue #22): every service container and unit, once.
     running = started_at()
     assert sorted(running) == SERVICES, sorted(running)
@@ -151,6 +158,18 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
                              "lab-pve-b"]
     assert {host: s["changed"] for host, s in stats.items() if s["changed"]} == {}
     assert all(s["unreachable"] == 0 and s["failures"] == 0 for s in stats.values()), stats
+
+    # Each Docker runs with the daemon.json the docker role merged (it restarted Docker after writing it): a container
+    # created without log options of its own (the roles' compose services set theirs) gets the role's log rotation.
+    for host in sorted({h for h, name in SERVICES if name.startswith("/")}):
+        service = next(name[1:] for h, name in SERVICES if h == host and name.startswith("/"))
+        image = podman("exec", host, "docker", "inspect", "--format", "{{.Config.Image}}", service).stdout.strip()
+        podman("exec", host, "docker", "create", "--name", "llmstack-test-logprobe", "--entrypoint", "true", image)
+        log = podman("exec", host, "docker", "inspect", "--format", "{{json .HostConfig.LogConfig}}",
+                     "llmstack-test-logprobe")
+        podman("exec", host, "docker", "rm", "-f", "llmstack-test-logprobe")
+        wanted = {"Type": "json-file", "Config": {"max-file": "3", "max-size": "100m"}}
+        assert json.loads(log.stdout or "null") == wanted, (host, image, log.stdout, log.stderr)
 
 
 def test_every_host_holds_its_network_fact(running_lab):

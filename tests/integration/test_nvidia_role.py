@@ -1,7 +1,9 @@
-"""The nvidia role's guards and modules on this machine (Debian 12, no GPU, no Docker engine).
+"""The nvidia and docker roles' guards and modules on this machine (Debian 12, no GPU, no Docker engine).
 
-The role itself runs in the molecule scenario `nvidia` (a trixie systemd container). Here: the role stops on this
-host's distribution and on bad settings in check mode, before any install task; the modules run ad hoc against
+The roles themselves run in the molecule scenarios `nvidia` and `docker` (trixie systemd containers). Here: each
+role stops on this host's distribution and on bad settings in check mode, before any install task (the nvidia role
+also where the docker role did not run first; the docker role on the nvidia role's old Docker variables); the
+modules run ad hoc against
 files under tmp_path - docker_daemon_json (merge, check mode, a broken file, a failing validate command),
 nvidia_ctk_runtime with a stand-in nvidia-ctk (NVIDIA's tool cannot be installed here) that records its calls,
 apt_keyring with the gpg-made fixture keys, nvidia_driver_facts on a recorded sysfs tree with a stand-in modinfo.
@@ -38,45 +40,73 @@ def os_release():
         return dict(line.rstrip("\n").split("=", 1) for line in handle if "=" in line)
 
 
-def role_playbook(tmp_path, extra_vars):
-    path = tmp_path / "nvidia.yml"
-    path.write_text(json.dumps([{"name": "nvidia on this machine", "hosts": "localhost", "connection": "local",
+def role_playbook(tmp_path, extra_vars, role="nvidia"):
+    path = tmp_path / ("%s.yml" % role)
+    path.write_text(json.dumps([{"name": "%s on this machine" % role, "hosts": "localhost", "connection": "local",
                                  "gather_facts": False,
                                  "vars": dict(extra_vars, ansible_python_interpreter=sys.executable),
-                                 "roles": [{"role": "pvegpu.llmstack.nvidia"}]}]))
+                                 "roles": [{"role": "pvegpu.llmstack." + role}]}]))
     return str(path)
 
 
+# What the docker role leaves for the nvidia role (it ran first on the host).
+DOCKER_RAN = {"docker_engine": {"source": "debian", "installed": True}}
+
+
 @pytest.mark.skipif(os_release().get("VERSION_ID", "").strip('"') == "13", reason="this machine runs Debian 13")
-def test_an_unsupported_distribution_stops_the_role_before_any_install_task(tmp_path):
+@pytest.mark.parametrize("role", ["nvidia", "docker"])
+def test_an_unsupported_distribution_stops_the_role_before_any_install_task(tmp_path, role):
     release = os_release()
-    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", json_output=True)
+    rc, out, _err = playbook(role_playbook(tmp_path, DOCKER_RAN, role), "-i", "localhost,", "--check",
+                             json_output=True)
     assert rc != 0
     runs = tasks_run(parse_json_report(out))
     last = runs[-1]
     result = last["hosts"]["localhost"]
     assert "Stop on a distribution" in last["task"] and result["failed"]
-    assert "supports Debian 13 (trixie) only; this host runs Debian %s" % release["VERSION_ID"].strip('"') \
-        in result["msg"]
+    assert "pvegpu.llmstack.%s supports Debian 13 (trixie) only; this host runs Debian %s" % (
+        role, release["VERSION_ID"].strip('"')) in result["msg"]
     assert "Nothing was installed" in result["msg"]
     assert not any(r["hosts"]["localhost"].get("changed") for r in runs)
     assert not any("Install" in r["task"] for r in runs)
 
 
 def test_bad_settings_are_named_before_anything_else(tmp_path):
-    rc, out, _err = playbook(role_playbook(tmp_path, {
+    rc, out, _err = playbook(role_playbook(tmp_path, dict(DOCKER_RAN, **{
         "nvidia_container_toolkit_version": "latest", "nvidia_container_toolkit_gpg_fingerprints": ["F796ECB0"],
-        "nvidia_docker_daemon_options": {"runtimes": {"nvidia": {}}}, "nvidia_docker_log_max_size": "100MB",
-        "nvidia_driver_source": "cuda-repo"}), "-i", "localhost,", "--check", json_output=True)
+        "nvidia_driver_source": "cuda-repo"})), "-i", "localhost,", "--check", json_output=True)
     assert rc != 0
     runs = tasks_run(parse_json_report(out))
     assert "Check the settings" in runs[-1]["task"]
     message = str(runs[-1]["hosts"]["localhost"]["msg"])
     for name in ("nvidia_driver_branch", "nvidia_container_toolkit_version",
-                 "nvidia_container_toolkit_gpg_fingerprints", "nvidia_docker_daemon_options",
-                 "nvidia_docker_log_max_size"):
+                 "nvidia_container_toolkit_gpg_fingerprints"):
         assert name + ":" in message
     assert not any("distribution" in r["task"].lower() and "Stop" in r["task"] for r in runs)
+
+
+def test_the_docker_role_names_bad_settings_and_the_nvidia_roles_old_docker_variables(tmp_path):
+    rc, out, _err = playbook(role_playbook(tmp_path, {
+        "docker_daemon_options": {"runtimes": {"nvidia": {}}}, "docker_log_max_size": "100MB",
+        "nvidia_docker_source": "docker", "nvidia_sysctl_apply": False}, "docker"),
+        "-i", "localhost,", "--check", json_output=True)
+    assert rc != 0
+    runs = tasks_run(parse_json_report(out))
+    assert "Check the settings" in runs[-1]["task"] and not any("Install" in r["task"] for r in runs)
+    message = str(runs[-1]["hosts"]["localhost"]["msg"])
+    for text in ("docker_daemon_options: must not set runtimes", "docker_log_max_size:",
+                 "nvidia_docker_source was renamed docker_source",
+                 "nvidia_sysctl_apply was renamed docker_sysctl_apply"):
+        assert text in message
+
+
+def test_the_nvidia_role_stops_where_the_docker_role_did_not_run(tmp_path):
+    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", json_output=True)
+    assert rc != 0
+    runs = tasks_run(parse_json_report(out))
+    assert "Stop when Docker is not there" in runs[-1]["task"]
+    assert "run pvegpu.llmstack.docker on localhost" in runs[-1]["hosts"]["localhost"]["msg"]
+    assert not any(r["hosts"]["localhost"].get("changed") for r in runs)
 
 
 # ---------------------------------------------------------------- docker_daemon_json

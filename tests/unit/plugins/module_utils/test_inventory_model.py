@@ -249,6 +249,18 @@ def test_vm_in_pve_hosts_too():
     assert any("host vm-b: groups: is in both pve_hosts and gpu_vms" in t for t in found), found
 
 
+@pytest.mark.parametrize("group", ["llm_gateways", "langfuse", "observability"])
+def test_a_pve_host_runs_no_compose_project(group):
+    """The docker role never goes on a PVE host (Docker's FORWARD policy would drop the bridged VMs' traffic)."""
+    model = base()
+    model["groups"].setdefault(group, []).append("pve-a")
+    model["hosts"]["pve-a"].setdefault("llmstack_interfaces", [{"vlan": "inference", "address": "10.0.20.2"}])
+    found = [t for t in texts(model) if "groups" in t]
+    assert found == ["host pve-a: groups: is in both pve_hosts and %s: the %s services run in Docker, and Docker on "
+                     "a PVE host sets the iptables FORWARD policy to DROP (the bridged VMs' traffic); run them in a "
+                     "VM (gpu_vm_vmid in its host_vars)" % (group, group)], found
+
+
 @pytest.mark.parametrize("key", ["gpu_vm_node", "gpu_vm_vmid", "gpu_vm_gpus"])
 def test_vm_required_variables(key):
     model = base()

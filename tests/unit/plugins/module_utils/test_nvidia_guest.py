@@ -1,6 +1,6 @@
 """module_utils.nvidia_guest: settings, package lists, apt components (recorded apt-cache policy output), the
-daemon.json merge, OpenPGP keyrings (keys made with gpg, fingerprints as gpg printed them: tests/fixtures/nvidia/
-SOURCE), the reboot decision and the passthrough verdict."""
+nvidia runtime in daemon.json, OpenPGP keyrings (keys made with gpg, fingerprints as gpg printed them:
+tests/fixtures/nvidia/SOURCE), the reboot decision and the passthrough verdict."""
 
 import json
 import os
@@ -21,12 +21,11 @@ def fixture(*parts, mode="r"):
 
 def settings(**changes):
     base = {"driver_source": "debian", "driver_flavor": "proprietary", "driver_install": "auto",
-            "driver_branch": "", "reboot": "auto", "docker_source": "debian",
+            "driver_branch": "", "reboot": "auto",
             "container_toolkit_version": "1.18.2-1",
             "container_toolkit_repo_url": "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
             "container_toolkit_gpg_key_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
             "container_toolkit_gpg_fingerprints": ["C95B321B61E88C1809C4F759DDCAE044F796ECB0"],
-            "docker_daemon_options": {}, "docker_log_max_size": "100m", "docker_log_max_file": 3,
             "expected_gpus": None}
     base.update(changes)
     return base
@@ -40,16 +39,14 @@ def test_the_defaults_pass():
 
 def test_every_bad_setting_is_named_at_once():
     problems = nvidia_guest.check_settings(settings(
-        driver_source="runfile", docker_source="snap", container_toolkit_version="latest",
+        driver_source="runfile", container_toolkit_version="latest",
         container_toolkit_gpg_key_url="ftp://example.invalid/key", container_toolkit_gpg_fingerprints=["F796ECB0"],
-        docker_daemon_options={"runtimes": {}}, docker_log_max_size="100MB", docker_log_max_file=0,
         reboot="yes", expected_gpus=[{"vendor_device": "nvidia"}]))
     names = [p.split(":")[0] for p in problems]
-    assert names == ["nvidia_driver_source", "nvidia_reboot", "nvidia_docker_source",
+    assert names == ["nvidia_driver_source", "nvidia_reboot",
                      "nvidia_container_toolkit_version", "nvidia_container_toolkit_gpg_key_url",
-                     "nvidia_container_toolkit_gpg_fingerprints", "nvidia_docker_daemon_options",
-                     "nvidia_docker_log_max_size", "nvidia_docker_log_max_file", "nvidia_expected_gpus"]
-    assert "'latest'" in problems[3] and "F796ECB0" in problems[5]
+                     "nvidia_container_toolkit_gpg_fingerprints", "nvidia_expected_gpus"]
+    assert "'latest'" in problems[2] and "F796ECB0" in problems[4]
 
 
 def test_cuda_repo_needs_a_branch():
@@ -94,13 +91,6 @@ def test_toolkit_packages_are_all_four_at_one_version():
     assert "Pin: version 1.18.2-1\n" in pin and "libnvidia-container1" in pin
 
 
-def test_docker_sources():
-    assert "docker.io" in nvidia_guest.docker_packages("debian")
-    assert "docker-compose-plugin" in nvidia_guest.docker_packages("docker")
-    with pytest.raises(nvidia_guest.NvidiaGuestError):
-        nvidia_guest.docker_packages("snap")
-
-
 # ---------------------------------------------------------------- apt components (recorded apt-cache policy)
 
 def test_each_driver_source_needs_its_components():
@@ -141,37 +131,7 @@ def test_no_debian_main_at_all_is_an_error():
         nvidia_guest.missing_components("Package files:\n 100 /var/lib/dpkg/status\n", "trixie", ["non-free"])
 
 
-# ---------------------------------------------------------------- daemon.json
-
-def test_merge_keeps_the_users_keys_and_sets_ours():
-    user = {"data-root": "/srv/docker", "log-opts": {"labels": "team", "max-size": "1g"},
-            "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}
-    owned = nvidia_guest.owned_daemon_options({"live-restore": True}, "100m", 3)
-    merged, changed = nvidia_guest.merge_daemon(user, owned)
-    assert merged == {"data-root": "/srv/docker", "live-restore": True, "log-driver": "json-file",
-                      "log-opts": {"labels": "team", "max-size": "100m", "max-file": "3"},
-                      "runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}}
-    assert sorted(changed) == ["live-restore", "log-driver", "log-opts.max-file", "log-opts.max-size"]
-    assert user["log-opts"]["max-size"] == "1g"  # not modified in place
-    again, changed = nvidia_guest.merge_daemon(merged, owned)
-    assert again == merged and changed == []
-
-
-def test_a_users_option_overrides_the_log_defaults():
-    owned = nvidia_guest.owned_daemon_options({"log-opts": {"max-size": "1g"}}, "100m", 3)
-    assert owned["log-opts"] == {"max-size": "1g", "max-file": "3"}
-
-
-@pytest.mark.parametrize("text,message", [("{", "not valid JSON"), ("[1]", "JSON list, not an object"),
-                                          ('"x"', "JSON str")])
-def test_a_broken_daemon_json_is_refused(text, message):
-    with pytest.raises(nvidia_guest.NvidiaGuestError, match=message):
-        nvidia_guest.load_daemon_json(text)
-
-
-def test_empty_or_missing_daemon_json_is_an_empty_object():
-    assert nvidia_guest.load_daemon_json(None) == {} and nvidia_guest.load_daemon_json(" \n") == {}
-
+# ---------------------------------------------------------------- the nvidia runtime in daemon.json
 
 def test_runtime_count_sees_duplicate_keys():
     once = json.dumps({"runtimes": {"nvidia": {"path": "nvidia-container-runtime", "args": []}}})
