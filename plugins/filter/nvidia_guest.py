@@ -23,7 +23,7 @@ description:
   - C(nvidia_settings_problems) (the role's settings without their C(nvidia_) prefix -> one message per problem),
     C(nvidia_distribution_problem) (C(ansible_facts) -> null, or why the distribution is not supported).
   - The package lists and apt pins C(nvidia_driver_packages), C(nvidia_driver_pin), C(nvidia_toolkit_packages) and
-    C(nvidia_toolkit_pin) (Docker's are the docker role's: C(docker_packages)).
+    C(nvidia_toolkit_pin); Docker's package list is the docker role's filter C(docker_packages).
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 options:
