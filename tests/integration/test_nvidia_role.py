@@ -100,13 +100,30 @@ def test_the_docker_role_names_bad_settings_and_the_nvidia_roles_old_docker_vari
         assert text in message
 
 
-def test_the_nvidia_role_stops_where_the_docker_role_did_not_run(tmp_path):
-    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", json_output=True)
+def test_the_nvidia_role_stops_where_the_docker_role_did_not_run_and_no_dockerd_is_installed(tmp_path):
+    # Where dockerd would be: none there (this machine may have Debian's docker.io; role vars yield to -e only).
+    paths = json.dumps({"nvidia_dockerd_paths": [str(tmp_path / "sbin-dockerd"), str(tmp_path / "bin-dockerd")]})
+    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", "-e", paths,
+                             json_output=True)
     assert rc != 0
     runs = tasks_run(parse_json_report(out))
     assert "Stop when Docker is not there" in runs[-1]["task"]
-    assert "run pvegpu.llmstack.docker on localhost" in runs[-1]["hosts"]["localhost"]["msg"]
+    assert "localhost has none: run pvegpu.llmstack.docker on it first" in runs[-1]["hosts"]["localhost"]["msg"]
     assert not any(r["hosts"]["localhost"].get("changed") for r in runs)
+
+
+@pytest.mark.skipif(os_release().get("VERSION_ID", "").strip('"') == "13", reason="this machine runs Debian 13")
+def test_a_dockerd_an_earlier_run_installed_lets_the_nvidia_role_run_without_the_docker_role(tmp_path):
+    """--tags nvidia alone on a guest an earlier run gave Docker: past the Docker check (here it then stops on this
+    machine's Debian 12, before any install task)."""
+    (tmp_path / "bin-dockerd").write_text("")
+    paths = json.dumps({"nvidia_dockerd_paths": [str(tmp_path / "sbin-dockerd"), str(tmp_path / "bin-dockerd")]})
+    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", "-e", paths,
+                             json_output=True)
+    assert rc != 0
+    runs = tasks_run(parse_json_report(out))
+    assert "Stop on a distribution" in runs[-1]["task"]
+    assert [r["hosts"]["localhost"].get("skipped") for r in runs if "Stop when Docker" in r["task"]] == [True]
 
 
 # ---------------------------------------------------------------- docker_daemon_json
