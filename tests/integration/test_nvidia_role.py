@@ -100,13 +100,18 @@ def test_the_docker_role_names_bad_settings_and_the_nvidia_roles_old_docker_vari
         assert text in message
 
 
-def test_the_nvidia_role_stops_where_the_docker_role_did_not_run_and_no_dockerd_is_installed(tmp_path):
-    # Where dockerd would be: none there (this machine may have Debian's docker.io; role vars yield to -e only).
+def nvidia_without_the_docker_role(tmp_path):
+    """The nvidia role alone in check mode, dockerd looked for under tmp_path (this machine may have Debian's
+    docker.io; role vars yield to -e only). Returns the tasks run; the run fails on this machine either way."""
     paths = json.dumps({"nvidia_dockerd_paths": [str(tmp_path / "sbin-dockerd"), str(tmp_path / "bin-dockerd")]})
     rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", "-e", paths,
                              json_output=True)
     assert rc != 0
-    runs = tasks_run(parse_json_report(out))
+    return tasks_run(parse_json_report(out))
+
+
+def test_the_nvidia_role_stops_where_the_docker_role_did_not_run_and_no_dockerd_is_installed(tmp_path):
+    runs = nvidia_without_the_docker_role(tmp_path)
     assert "Stop when Docker is not there" in runs[-1]["task"]
     assert "localhost has none: run pvegpu.llmstack.docker on it first" in runs[-1]["hosts"]["localhost"]["msg"]
     assert not any(r["hosts"]["localhost"].get("changed") for r in runs)
@@ -117,11 +122,7 @@ def test_a_dockerd_an_earlier_run_installed_lets_the_nvidia_role_run_without_the
     """--tags nvidia alone on a guest an earlier run gave Docker: past the Docker check (here it then stops on this
     machine's Debian 12, before any install task)."""
     (tmp_path / "bin-dockerd").write_text("")
-    paths = json.dumps({"nvidia_dockerd_paths": [str(tmp_path / "sbin-dockerd"), str(tmp_path / "bin-dockerd")]})
-    rc, out, _err = playbook(role_playbook(tmp_path, {}), "-i", "localhost,", "--check", "-e", paths,
-                             json_output=True)
-    assert rc != 0
-    runs = tasks_run(parse_json_report(out))
+    runs = nvidia_without_the_docker_role(tmp_path)
     assert "Stop on a distribution" in runs[-1]["task"]
     assert [r["hosts"]["localhost"].get("skipped") for r in runs if "Stop when Docker" in r["task"]] == [True]
 
