@@ -14,6 +14,8 @@ import copy
 import json
 import re
 
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+
 # Debian release -> codename the role supports (what guest_image builds: trixie's docker-compose is compose v2,
 # bookworm's is the old Python v1 that community.docker.docker_compose_v2 cannot drive).
 SUPPORTED = {"13": "trixie"}
@@ -23,9 +25,7 @@ SOURCES = ("debian", "docker")
 DEBIAN_PACKAGES = ("docker.io", "docker-compose", "procps", "pciutils", "kmod")
 DOCKER_CE_PACKAGES = ("procps", "pciutils", "kmod", "docker-ce", "docker-ce-cli", "containerd.io",
                       "docker-buildx-plugin", "docker-compose-plugin")
-FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
 LOG_SIZE_RE = re.compile(r"^[1-9][0-9]*[kmg]$")
-URL_RE = re.compile(r"^(https://|http://|file:///)\S+$")
 # Variables of the nvidia role before the docker role took Docker over: a site still setting one is told
 # the new name instead of having its setting ignored.
 RENAMED = dict(("nvidia_docker_" + name, "docker_" + name) for name in (
@@ -40,10 +40,6 @@ class DockerEngineError(ValueError):
 
 def _problem(problems, name, text):
     problems.append("docker_%s: %s" % (name, text))
-
-
-def normalise_fingerprint(text):
-    return re.sub(r"\s+", "", str(text or "")).upper()
 
 
 def check_distribution(distribution, major_version, release=None):
@@ -62,18 +58,11 @@ def check_settings(s):
     if s.get("source") not in SOURCES:
         _problem(problems, "source", "must be one of %s, not %r" % (", ".join(SOURCES), s.get("source")))
     for name in ("repo_url", "repo_gpg_key_url"):
-        value = s.get(name)
-        if value is not None and not URL_RE.match(str(value)):
-            _problem(problems, name, "must be an https://, http:// or file:/// URL without spaces, not %r" % value)
-    value = s.get("repo_gpg_fingerprints")
-    if value is not None:
-        if not isinstance(value, list) or not value:
-            _problem(problems, "repo_gpg_fingerprints", "must be a non-empty list of key fingerprints")
-        else:
-            for item in value:
-                if not FINGERPRINT_RE.match(normalise_fingerprint(item)):
-                    _problem(problems, "repo_gpg_fingerprints", "%r is not a 40-hex-digit OpenPGP v4 fingerprint"
-                             % (item,))
+        problem = value_checks.url_problem(s.get(name))
+        if problem:
+            _problem(problems, name, problem)
+    for problem in value_checks.fingerprints_problems(s.get("repo_gpg_fingerprints")):
+        _problem(problems, "repo_gpg_fingerprints", problem)
     options = s.get("daemon_options")
     if not isinstance(options, dict):
         _problem(problems, "daemon_options", "must be a mapping of daemon.json keys")

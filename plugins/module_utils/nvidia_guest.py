@@ -18,6 +18,8 @@ import json
 import os
 import re
 
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import value_checks
+
 # Debian release -> codename this role supports (the guests guest_image builds).
 SUPPORTED = {"13": "trixie"}
 DRIVER_SOURCES = ("debian", "cuda-repo")
@@ -32,9 +34,7 @@ TOOLKIT_PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base",
 # Debian components each driver source needs (firmware-misc-nonfree is in non-free-firmware).
 DEBIAN_COMPONENTS = {"debian": ("non-free", "non-free-firmware"), "cuda-repo": ("non-free-firmware",)}
 TOOLKIT_VERSION_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(~rc\.[0-9]+)?-[0-9]+$")
-FINGERPRINT_RE = re.compile(r"^[0-9A-F]{40}$")
 BRANCH_RE = re.compile(r"^[0-9]{3}$")
-URL_RE = re.compile(r"^(https://|http://|file:///)\S+$")
 
 
 class NvidiaGuestError(ValueError):
@@ -72,19 +72,12 @@ def check_settings(s):
                  "(the four toolkit packages are pinned to it), not %r" % version)
     for name in ("container_toolkit_repo_url", "container_toolkit_gpg_key_url", "cuda_repo_url",
                  "cuda_repo_gpg_key_url"):
-        value = s.get(name)
-        if value is not None and not URL_RE.match(str(value)):
-            _problem(problems, name, "must be an https://, http:// or file:/// URL without spaces, not %r" % value)
+        problem = value_checks.url_problem(s.get(name))
+        if problem:
+            _problem(problems, name, problem)
     for name in ("container_toolkit_gpg_fingerprints", "cuda_repo_gpg_fingerprints"):
-        value = s.get(name)
-        if value is None:
-            continue
-        if not isinstance(value, list) or not value:
-            _problem(problems, name, "must be a non-empty list of key fingerprints")
-            continue
-        for item in value:
-            if not FINGERPRINT_RE.match(normalise_fingerprint(item)):
-                _problem(problems, name, "%r is not a 40-hex-digit OpenPGP v4 fingerprint" % (item,))
+        for problem in value_checks.fingerprints_problems(s.get(name)):
+            _problem(problems, name, problem)
     expected = s.get("expected_gpus")
     if expected is not None:
         try:
@@ -241,9 +234,7 @@ def nvidia_runtime(data, name="nvidia"):
 _ARMOR_RE = re.compile(r"-----BEGIN PGP PUBLIC KEY BLOCK-----(.*?)-----END PGP PUBLIC KEY BLOCK-----", re.S)
 
 
-def normalise_fingerprint(text):
-    value = re.sub(r"[\s:]", "", str(text or "")).upper()
-    return value[2:] if value.startswith("0X") else value
+normalise_fingerprint = value_checks.normalise_fingerprint
 
 
 def _crc24(data):

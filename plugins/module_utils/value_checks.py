@@ -100,6 +100,33 @@ def is_env_name(value):
     return isinstance(value, str) and bool(_ENV_NAME.match(value))
 
 
+_URL = re.compile(r"^(https://|http://|file:///)\S+$")
+_FINGERPRINT = re.compile(r"^[0-9A-F]{40}$")
+
+
+def url_problem(value):
+    """Why ``value`` is not a repository or key URL apt and the keyring module can fetch (None when it is)."""
+    if value is not None and not _URL.match(str(value)):
+        return "must be an https://, http:// or file:/// URL without spaces, not %r" % (value,)
+    return None
+
+
+def normalise_fingerprint(text):
+    """An OpenPGP fingerprint as gpg prints it or people write it (spaces, colons, 0x) -> 40 upper-case hex digits."""
+    value = re.sub(r"[\s:]", "", str(text or "")).upper()
+    return value[2:] if value.startswith("0X") else value
+
+
+def fingerprints_problems(value):
+    """Why ``value`` is not a non-empty list of OpenPGP v4 fingerprints (an empty list when it is, or is None)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not value:
+        return ["must be a non-empty list of key fingerprints"]
+    return ["%r is not a 40-hex-digit OpenPGP v4 fingerprint" % (item,) for item in value
+            if not _FINGERPRINT.match(normalise_fingerprint(item))]
+
+
 def type_name(value):
     """``'lots' (a string)`` style wording for messages."""
     names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",

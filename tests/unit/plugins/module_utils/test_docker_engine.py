@@ -93,3 +93,12 @@ def test_a_broken_daemon_json_is_refused(text, message):
 
 def test_empty_or_missing_daemon_json_is_an_empty_object():
     assert docker_engine.load_daemon_json(None) == {} and docker_engine.load_daemon_json(" \n") == {}
+
+
+@pytest.mark.parametrize("written", ["9DC8 5822 9FC7 DD38 854A  E2D8 8D81 803C 0EBF CD88",
+                                     "0x9dc858229fc7dd38854ae2d88d81803c0ebfcd88",
+                                     "9D:C8:58:22:9F:C7:DD:38:85:4A:E2:D8:8D:81:80:3C:0E:BF:CD:88"])
+def test_a_fingerprint_is_accepted_as_the_keyring_module_reads_it(written):
+    """One reading of fingerprints for the settings check and apt_keyring (value_checks): the check accepted only
+    spaces before, apt_keyring also colons and 0x."""
+    assert docker_engine.check_settings(settings(repo_gpg_fingerprints=[written])) == []
