@@ -19,6 +19,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import hostpci as hostpci_utils
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import model_disk
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_vm
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import topology, value_checks
 
@@ -27,8 +28,9 @@ HUGEPAGE_MODES = ("auto", "none", "2", "1024", "any")
 HOSTPCI_MODES = ("mapping", "raw")
 # The settings plan() reads: the gpu_vm role's variables without their prefix. Their defaults are stated once, in
 # roles/gpu_vm/defaults/main.yml (and its argument spec); the role passes every one, so none is defaulted here.
-SETTINGS = ("machine", "cores", "sockets", "memory_mib", "storage", "disk_gib", "disk_options", "scsihw", "efidisk",
-            "onboot", "agent", "ostype", "hostpci_mode", "mapping_prefix", "primary_vga", "rombar",
+SETTINGS = ("machine", "cores", "sockets", "memory_mib", "storage", "disk_gib", "disk_options", "model_disk_gib",
+            "model_disk_margin", "scsihw", "efidisk", "onboot", "agent", "ostype", "hostpci_mode", "mapping_prefix",
+            "primary_vga", "rombar",
             "allow_shared_group", "numa_pin", "numa_node", "hugepages", "nic_model", "nic_firewall", "extra_config")
 
 
@@ -198,7 +200,8 @@ def plan(vm, node_vms, pci, vlans, settings):
     """The VM's PVE config: {'config', 'slots', 'mappings': [{name, node, gpu}], 'warnings'}.
 
     ``vm``: {name, node (inventory name of the PVE host), pve_node (its PVE node name), gpus
-    (gpu_vm_gpus; empty for a VM without GPUs), interfaces (llmstack_interfaces)}; ``node_vms``: every VM
+    (gpu_vm_gpus; empty for a VM without GPUs), interfaces (llmstack_interfaces), models (vllm_models: they size
+    the model disk)}; ``node_vms``: every VM
     the inventory places on that host, in inventory order ({name, gpus}); ``pci``: the host's llmstack_pci
     facts. Raises GpuVmError with every problem found.
     """
@@ -250,6 +253,11 @@ def plan(vm, node_vms, pci, vlans, settings):
     gpu_nodes = set(gpus[s]["numa_node"] for s in slots if s in gpus and gpus[s].get("numa_node") is not None)
     affinity, numa0 = _numa(settings, gpu_nodes, pci, warnings) if with_gpus else (None, None)
     nets = _nets(vm.get("interfaces"), vlans, settings, problems)
+    # The model disk (seed 000's /data/llm/models on its own disk), sized from what the VM's models download.
+    disk = model_disk.plan(vm.get("models"), settings["model_disk_gib"], settings["model_disk_margin"],
+                           settings["disk_gib"])
+    problems.extend(disk["problems"])
+    warnings.extend(disk["warnings"])
     if problems:
         raise GpuVmError(problems)
 
@@ -277,12 +285,19 @@ def plan(vm, node_vms, pci, vlans, settings):
     if not settings["efidisk"]:
         # Never detach an existing EFI disk just because the setting changed: leave the key alone.
         config.pop("efidisk0")
+    if disk["size_gib"]:
+        config[model_disk.DISK_KEY] = model_disk.config_value(disk, storage, settings["disk_options"])
+    # No model disk (0, or nothing to download): an existing one is left alone, never detached with its models.
     for index in range(hostpci_utils.MAX_HOSTPCI):
         config["hostpci%d" % index] = hostpci.get("hostpci%d" % index)
     for index in range(MAX_NETS):
         config["net%d" % index] = nets.get("net%d" % index)
     config.update(settings["extra_config"] or {})
-    return {"config": config, "slots": slots, "mappings": mappings, "warnings": warnings}
+    disk_summary = dict((k, disk[k]) for k in ("size_gib", "weights_gib", "models", "grow_only"))
+    disk_summary.update({"key": model_disk.DISK_KEY if disk["size_gib"] else None,
+                         "device": model_disk.DEVICE if disk["size_gib"] else None})
+    return {"config": config, "slots": slots, "mappings": mappings, "warnings": warnings, "model_disk": disk_summary,
+            "grow_only_disks": [model_disk.DISK_KEY] if disk["size_gib"] and disk["grow_only"] else []}
 
 
 def limit_names(limit):

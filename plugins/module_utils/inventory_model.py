@@ -24,6 +24,8 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import model_disk
+
 try:
     import netaddr
 
@@ -51,6 +53,9 @@ HOST_VARIABLES = (
     "gpu_vm_gpus",
     "gpu_vm_allow_shared_group",
     "gpu_vm_numa_node",
+    "gpu_vm_disk_gib",
+    "gpu_vm_model_disk_gib",
+    "gpu_vm_model_disk_margin",
     "gpu_vm_api_token_id",
     "gpu_vm_api_host",
     "guest_image_import",
@@ -65,6 +70,11 @@ HOST_VARIABLES = (
     "litellm_clients",
     "litellm_external_models",
 )
+
+#: The gpu_vm role's defaults (roles/gpu_vm/defaults/main.yml; a unit test keeps the two equal) of the settings the
+#: model disk check reads when the inventory does not set them.
+GPU_VM_DEFAULTS = {"gpu_vm_disk_gib": 64, "gpu_vm_model_disk_gib": "auto",
+                   "gpu_vm_model_disk_margin": model_disk.DEFAULT_MARGIN}
 
 #: Which VLANs a host of a group must have an interface on, unless overridden.
 DEFAULT_GROUP_VLANS = {"gpu_vms": ["inference"], "llm_gateways": ["inference"]}
@@ -485,6 +495,7 @@ class _Validator(object):
             if host in gpu_vms:
                 self.check_gpus(host, node, slots)
                 self.check_models(host)
+                self.check_model_disk(host)
             elif self.var(host, "gpu_vm_gpus"):
                 self.problem(host, "gpu_vm_gpus", "is set on a VM outside group gpu_vms: only a host of gpu_vms gets "
                              "GPUs (and the NVIDIA stack, vLLM); add it to gpu_vms or drop gpu_vm_gpus")
@@ -634,6 +645,22 @@ class _Validator(object):
                     self.problem(host, label + ".port", "port %d is also used by %s" % (number, ports[number]))
                 else:
                     ports[number] = label
+
+    def check_model_disk(self, host):
+        """The VM's models must fit where they are downloaded (the model disk, or the root disk with 0): found here,
+        a site whose weights do not fit stops before any PVE host is touched, not when a download fills the disk."""
+        models = self.var(host, "vllm_models")
+        if not _is_list(models):
+            return
+        setting, margin, root = [self.var(host, name) for name in
+                                 ("gpu_vm_model_disk_gib", "gpu_vm_model_disk_margin", "gpu_vm_disk_gib")]
+        result = model_disk.plan([m for m in models if _is_mapping(m)],
+                                 GPU_VM_DEFAULTS["gpu_vm_model_disk_gib"] if setting is None else setting,
+                                 GPU_VM_DEFAULTS["gpu_vm_model_disk_margin"] if margin is None else margin,
+                                 GPU_VM_DEFAULTS["gpu_vm_disk_gib"] if root is None else root)
+        for message in result["problems"]:
+            variable, _sep, text = message.partition(": ")
+            self.problem(host, variable, text)
 
     # -- gateway ---------------------------------------------------------
     def served_models(self):

@@ -258,12 +258,13 @@ def _drive_opts_equal(key, wanted_props, current_props):
     return wanted == current
 
 
-def plan_drive(key, wanted, current):
+def plan_drive(key, wanted, current, grow_only=False):
     """What to do for one drive key: {'set': value or None, 'resize': '64G' or None}.
 
     A wanted allocation (``local-lvm:64,ssd=1``) matches an existing volume on the same storage; its
     options are changed on that volume (never a new allocation), a bigger size is a resize, a smaller
-    one an error (PVE cannot shrink a disk), another storage an error (moving disks is not done here).
+    one an error (PVE cannot shrink a disk) - or, with ``grow_only`` (a computed size, such as the
+    model disk's), the current size kept - another storage an error (moving disks is not done here).
     """
     want_volume, want_props = _drive(key, wanted)
     if current is None:
@@ -285,6 +286,8 @@ def plan_drive(key, wanted, current):
     if key not in FIXED_SIZE_DRIVES:
         want_size = int(float(new.group("gib")) * SIZE_UNITS["G"])
         cur_size = parse_size(cur_props.get("size", "")) or 0
+        if cur_size and want_size < cur_size and grow_only:
+            want_size = cur_size
         if cur_size and want_size < cur_size:
             raise VmConfigError("%s: the disk is %s, the config asks for %s; PVE cannot shrink a disk: ask for %s or "
                                 "more" % (key, format_size(cur_size), format_size(want_size), format_size(cur_size)))
@@ -411,10 +414,11 @@ def warnings_of(config, current=None):
 
 # -- planning -----------------------------------------------------------------------------------------------
 
-def plan(config, current, remove_disks=False):
+def plan(config, current, remove_disks=False, grow_only=()):
     """What to change so that the managed keys (those of ``config``) have the wanted values.
 
     ``current`` is the effective config (:func:`effective_config`), or None for a VM that does not exist.
+    ``grow_only``: drive keys whose size is a floor (a smaller one keeps the disk's size instead of failing).
     Returns {'create', 'set', 'delete', 'resize', 'before', 'after'}; ``before``/``after`` hold only the
     managed keys (raw values as PVE shows them / as they will be), so a diff shows exactly what changes.
     """
@@ -437,7 +441,7 @@ def plan(config, current, remove_disks=False):
             result["delete"].append(key)
             continue
         if DRIVE_KEY.match(key):
-            step = plan_drive(key, want, have)
+            step = plan_drive(key, want, have, grow_only=key in (grow_only or ()))
             if step["resize"]:
                 result["resize"][key] = step["resize"]
             if step["set"] is not None:

@@ -56,6 +56,11 @@ class DeployError(value_checks.SettingsProblems):
     """A service or setting the deployment cannot be written for (raised with one message)."""
 
 
+# The model disk (gpu_vm_model_disk_gib; the vllm role's model_disk.yml): auto mounts it when the VM has it.
+MODEL_DISK_MODES = ("auto", "required", "none")
+MODEL_DISK_FSTYPES = ("ext4", "xfs")
+
+
 def check_image(image):
     """An image reference with an explicit tag or digest that is not ``latest``."""
     text = str(image or "")
@@ -453,7 +458,16 @@ def check_settings(settings):
                     check_image(settings[variable])
                 except DeployError as exc:
                     problems.append(str(exc).replace("vllm_image:", variable + ":", 1))
-        for variable in ("vllm_dir", "vllm_venv", "vllm_hf_home", "vllm_cache_dir"):
+        if "vllm_model_disk" in settings and settings["vllm_model_disk"] not in MODEL_DISK_MODES:
+            problems.append("vllm_model_disk: %r is not one of %s" % (settings["vllm_model_disk"],
+                                                                      ", ".join(MODEL_DISK_MODES)))
+        if "vllm_model_disk_fstype" in settings and settings["vllm_model_disk_fstype"] not in MODEL_DISK_FSTYPES:
+            problems.append("vllm_model_disk_fstype: %r is not one of %s" % (settings["vllm_model_disk_fstype"],
+                                                                             ", ".join(MODEL_DISK_FSTYPES)))
+        device = settings.get("vllm_model_disk_device")
+        if device is not None and not re.match(r"^/dev/[A-Za-z0-9._:/+-]+$", str(device)):
+            problems.append("vllm_model_disk_device: %r is not a device path under /dev" % (device,))
+        for variable in ("vllm_dir", "vllm_venv", "vllm_hf_home", "vllm_cache_dir", "vllm_model_disk_mount"):
             if variable in settings:
                 problem = _path_problem(settings[variable])
                 if problem:

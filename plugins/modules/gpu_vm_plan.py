@@ -55,6 +55,12 @@ options:
         type: list
         elements: dict
         default: []
+      models:
+        description:
+          - The models it serves (C(vllm_models)); they size the model disk (O(settings) C(model_disk_gib)).
+        type: list
+        elements: dict
+        default: []
   node_vms:
     description:
       - Every VM placed on the same host, in inventory order, as C({name, gpus}) (the topology's C(vm_plans) of
@@ -73,10 +79,10 @@ options:
   settings:
     description:
       - Every one of the gpu_vm role's settings without the C(gpu_vm_) prefix (C(machine), C(cores), C(sockets),
-        C(memory_mib), C(storage), C(disk_gib), C(disk_options), C(scsihw), C(efidisk), C(onboot), C(agent),
-        C(ostype), C(hostpci_mode), C(mapping_prefix), C(primary_vga), C(rombar), C(allow_shared_group),
-        C(numa_pin), C(numa_node), C(hugepages), C(nic_model), C(nic_firewall), C(extra_config)); see the role's
-        documentation for each.
+        C(memory_mib), C(storage), C(disk_gib), C(disk_options), C(model_disk_gib), C(model_disk_margin), C(scsihw),
+        C(efidisk), C(onboot), C(agent), C(ostype), C(hostpci_mode), C(mapping_prefix), C(primary_vga), C(rombar),
+        C(allow_shared_group), C(numa_pin), C(numa_node), C(hugepages), C(nic_model), C(nic_firewall),
+        C(extra_config)); see the role's documentation for each.
       - Their defaults are stated once, in the role's C(defaults/main.yml); the module has none and names the
         missing ones.
     type: dict
@@ -103,6 +109,8 @@ EXAMPLES = r"""
       storage: local-lvm
       disk_gib: 64
       disk_options: discard=on,iothread=1,ssd=1
+      model_disk_gib: auto
+      model_disk_margin: 0.25
       scsihw: virtio-scsi-single
       efidisk: true
       onboot: true
@@ -139,6 +147,19 @@ mappings:
   returned: success
   type: list
   elements: dict
+model_disk:
+  description:
+    - The model disk, C({size_gib, weights_gib, models, grow_only, key, device}) - C(size_gib) 0 and C(key) V(null)
+      when the VM gets none; C(models) lists each model's download in GiB; C(device) is the disk's name in the guest.
+  returned: success
+  type: dict
+  sample: {"size_gib": 104, "weights_gib": 79.44, "key": "scsi1", "grow_only": true,
+           "device": "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1"}
+grow_only_disks:
+  description: The disk keys whose size is a floor (the O(pvegpu.llmstack.pve_vm#module:grow_only_disks) of pve_vm).
+  returned: success
+  type: list
+  elements: str
 notices:
   description: What works but is not as the seed advises (each is also shown as a warning).
   returned: success
@@ -174,6 +195,7 @@ def main():
                 pve_node=dict(type="str"),
                 gpus=dict(type="list", elements="raw", default=[]),
                 interfaces=dict(type="list", elements="dict", default=[]),
+                models=dict(type="list", elements="dict", default=[]),
             )),
             node_vms=dict(type="list", elements="dict", default=[]),
             pci=dict(type="dict", required=True),

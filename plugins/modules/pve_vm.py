@@ -65,6 +65,14 @@ options:
     description: Allow a disk key set to V(null) in O(config) to be detached (PVE keeps it as C(unusedN)).
     type: bool
     default: false
+  grow_only_disks:
+    description:
+      - Disk keys of O(config) whose size is a floor, such as a size computed from what the disk will hold (the
+        gpu_vm role's model disk with C(gpu_vm_model_disk_gib=auto)) - a smaller size keeps the disk's current size
+        instead of failing (PVE cannot shrink a disk); a bigger one is a resize as for any disk.
+    type: list
+    elements: str
+    default: []
   destroy_unreferenced_disks:
     description:
       - With O(state=absent), also destroy the disks of the VM's id on any storage that its config does not
@@ -269,7 +277,8 @@ class Runner(object):
         for warning in pve_vm.warnings_of(config, current):
             self.module.warn("VM %d '%s': %s" % (params["vmid"], params["name"], warning))
         try:
-            step = pve_vm.plan(config, current, remove_disks=params["remove_disks"])
+            step = pve_vm.plan(config, current, remove_disks=params["remove_disks"],
+                               grow_only=params["grow_only_disks"])
         except pve_vm.VmConfigError as exc:
             self.fail("VM %d '%s': %s" % (params["vmid"], params["name"], exc))
         operation = "none"
@@ -329,6 +338,7 @@ def main():
         config=dict(type="dict", default={}),
         state=dict(type="str", choices=["present", "absent", "started", "stopped", "restarted"], default="present"),
         remove_disks=dict(type="bool", default=False),
+        grow_only_disks=dict(type="list", elements="str", default=[]),
         destroy_unreferenced_disks=dict(type="bool", default=False),
         shutdown_timeout=dict(type="int", default=180),
         force_stop_after=dict(type="int"),

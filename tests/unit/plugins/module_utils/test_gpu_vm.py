@@ -219,3 +219,32 @@ def test_other_states_pass_and_a_bad_destroy_list_is_named():
     assert gpu_vm.destroy_problems("started", "gpu-a", "vm-a", 120, None, []) == []
     assert gpu_vm.destroy_problems("started", "gpu-a", "vm-a", 120, None, "gpu-a") == [
         "gpu_vm_destroy: 'gpu-a' is not a list of VM names (inventory names or gpu_vm_name)"]
+
+
+def test_a_gpu_vm_gets_its_model_disk_as_scsi1_sized_from_its_models(facts):
+    """Seed 000 keeps the models in /data/llm/models on their own disk: scsi1 on the VM's storage with the boot
+    disk's options, grown only (auto), never there for a VM that downloads nothing."""
+    models = [{"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "port": 8001},
+              {"name": "balanced", "model": "Qwen/Qwen2.5-14B-Instruct", "port": 8002}]
+    result = plan(dict(vm(), models=models), [], facts["platform-a"], VLANS, {"hostpci_mode": "raw"})
+    disk = result["model_disk"]
+    size = int(result["config"]["scsi1"].split(",", 1)[0].split(":")[1])
+    assert result["config"]["scsi1"] == "local-lvm:%d,discard=on,iothread=1,ssd=1" % size
+    # 16.07 + 29.5 GB published (42.4 GiB) and the 25 % margin: 53 GiB, so 56 in 8 GiB steps.
+    assert size == disk["size_gib"] == 56
+    assert disk["device"] == "/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi1"
+    assert result["grow_only_disks"] == ["scsi1"]
+    fixed = plan(dict(vm(), models=models), [], facts["platform-a"], VLANS, {"hostpci_mode": "raw",
+                                                                             "model_disk_gib": 100})
+    assert fixed["config"]["scsi1"].startswith("local-lvm:100,") and fixed["grow_only_disks"] == []
+    for changes, models_ in (({}, []), ({"model_disk_gib": 0, "disk_gib": 128}, models)):
+        none = plan(dict(vm(), models=models_), [], facts["platform-a"], VLANS, dict(changes, hostpci_mode="raw"))
+        # Not None: an existing model disk is left attached (pve_vm would refuse to detach it anyway).
+        assert "scsi1" not in none["config"] and none["model_disk"]["key"] is None
+
+
+def test_models_that_do_not_fit_their_disk_stop_the_plan(facts):
+    models = [{"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "port": 8001}]
+    with pytest.raises(gpu_vm.GpuVmError) as raised:
+        plan(dict(vm(), models=models), [], facts["platform-a"], VLANS, {"hostpci_mode": "raw", "model_disk_gib": 8})
+    assert [p for p in raised.value.problems if p.startswith("gpu_vm_model_disk_gib: 8 GiB does not hold")]

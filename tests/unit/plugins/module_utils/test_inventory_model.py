@@ -21,8 +21,8 @@ def base():
         "pve-b": {"llmstack_interfaces": [{"vlan": "mgmt", "address": "10.0.10.3"}]},
         "vm-a": dict(CREDS, gpu_vm_node="pve-a", gpu_vm_vmid=120, gpu_vm_gpus=["0000:41:00", "61:00"],
                      llmstack_interfaces=[{"vlan": "inference", "address": "10.0.20.20"}],
-                     vllm_models=[{"name": "fast", "model": "m/fast", "port": 8001},
-                                  {"name": "big", "model": "m/big", "port": 8002}]),
+                     vllm_models=[{"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct", "port": 8001},
+                                  {"name": "big", "model": "Qwen/Qwen2.5-32B-Instruct-AWQ", "port": 8002}]),
         "vm-b": dict(CREDS, gpu_vm_node="pve-b", gpu_vm_vmid=121,
                      gpu_vm_gpus=[{"vendor_device": "10de:1db5", "count": 8}],
                      llmstack_interfaces=[{"vlan": "inference", "address": "10.0.20.21"}]),
@@ -437,7 +437,8 @@ def test_model_name_served_twice_on_one_vm():
 
 def test_same_model_name_on_two_vms_is_load_balancing():
     model = base()
-    model["hosts"]["vm-b"]["vllm_models"] = [{"name": "fast", "model": "m/fast", "port": 8001}]
+    model["hosts"]["vm-b"]["vllm_models"] = [{"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct",
+                                              "port": 8001}]
     assert texts(model) == []
 
 
@@ -571,4 +572,21 @@ def test_the_host_key_secret_needs_32_characters_before_anything_changes():
     model["hosts"]["vm-a"]["guest_image_host_key_secret"] = "x7Kp2Qm9Lr4Tv8Wz3Yb6Nc1"
     only(model, "host vm-a: guest_image_host_key_secret: is 23 characters long; use at least 32")
     model["hosts"]["vm-a"]["guest_image_host_key_secret"] = "x7Kp2Qm9Lr4Tv8Wz3Yb6Nc1Hd5Fg0Js2A"
+    assert texts(model) == []
+
+
+def test_the_model_disk_defaults_are_the_gpu_vm_roles():
+    from conftest import role_settings
+
+    names = [n[len("gpu_vm_"):] for n in im.GPU_VM_DEFAULTS]
+    assert dict(("gpu_vm_" + k, v) for k, v in role_settings("gpu_vm", names).items()) == im.GPU_VM_DEFAULTS
+
+
+def test_models_that_do_not_fit_the_model_disk_are_refused_before_anything_changes():
+    model = base()
+    model["hosts"]["vm-a"]["gpu_vm_model_disk_gib"] = 20
+    only(model, "host vm-a: gpu_vm_model_disk_gib: 20 GiB does not hold the")
+    model["hosts"]["vm-a"]["gpu_vm_model_disk_gib"] = 0
+    only(model, "host vm-a: gpu_vm_model_disk_gib: 0 puts the models on the root disk")
+    model["hosts"]["vm-a"]["gpu_vm_disk_gib"] = 200
     assert texts(model) == []

@@ -222,3 +222,14 @@ def test_destroy_keeps_disks_the_config_does_not_reference_unless_asked(unrefere
     fake = FakeDestroy()
     pve_vm.VmApi(fake, "pve-a", 120).destroy(unreferenced_disks=unreferenced)
     assert fake.deleted == [{"purge": 1, "destroy-unreferenced-disks": sent}]
+
+
+def test_a_grow_only_disk_keeps_its_size_when_asked_for_less():
+    """The model disk's auto size (gpu_vm_model_disk_gib) is a floor: a model taken out never shrinks the disk."""
+    step = pve_vm.plan({"scsi0": "local-lvm:16,discard=on,ssd=1"}, CURRENT, grow_only=["scsi0"])
+    assert not pve_vm.changes(step) and step["after"]["scsi0"] == CURRENT["scsi0"]
+    bigger = pve_vm.plan({"scsi0": "local-lvm:64,discard=on,ssd=1"}, CURRENT, grow_only=["scsi0"])
+    assert bigger["resize"] == {"scsi0": "64G"}
+    # Only the keys named: another disk asked smaller is still refused.
+    with pytest.raises(pve_vm.VmConfigError, match="PVE cannot shrink a disk"):
+        pve_vm.plan({"scsi0": "local-lvm:16,discard=on,ssd=1"}, CURRENT, grow_only=["scsi1"])
