@@ -588,10 +588,30 @@ def test_sigterm_during_a_stream_lets_it_finish_and_the_server_stops_within_its_
     signal (vllm_shutdown_timeout, 30 s, renders --shutdown-timeout; with vLLM's default 0 the stream stops at the
     signal), and the server is gone well within the unit's TimeoutStopSec / the service's stop_grace_period (45 s),
     so systemd or Docker never had to kill it. The signal's time is systemd's journal / Docker's kill event."""
+    key = podman("exec", "llmstack-" + host, "cat", "/opt/llm-inference/secrets/api_key").stdout.strip()
+    # On a busy machine the stop command can take seconds to send its signal (a CLI starting on a loaded core) while
+    # the tiny model streams its 2000 tokens in about 4 s: a stream that ended before the signal says nothing about
+    # draining, so such a try is made again (at most three); a stream cut by the signal fails at once.
+    for attempt in range(3):
+        result, at, first, begun, took = stop_during_a_stream(host, address, key, stop, start, stopped, signalled)
+        if result["last"] > at + 0.2 or not result["done"] or result["tokens"] != 2000:
+            break
+        print("try %d inconclusive: the stream ended %.2f s before the signal" % (attempt + 1, at - result["last"]))
+    assert result["last"] > at + 0.2, (
+        "the stream ended %.2f s after the signal in each of three tries: nothing was drained (first chunk %.2f s and "
+        "the stop command %.2f s before the signal; %s)" % (result["last"] - at, at - first["first"], at - begun,
+                                                          result))
+    assert (result["status"], result["tokens"], result["done"], result["finish"], result["error"]) == (
+        200, 2000, True, "length", None), result
+    assert took < 45, "the stop took %.1f s: the server outlived its stop timeout" % took
+
+
+def stop_during_a_stream(host, address, key, stop, start, stopped, signalled):
+    """One try: a 2000-token stream from the lab's gateway host, the server stopped at its first chunk, started
+    again after. (client result, signal time, first chunk, stop command time, stop duration)."""
     import time
 
     wait_until_served("http://%s:8001/v1" % address)
-    key = podman("exec", "llmstack-" + host, "cat", "/opt/llm-inference/secrets/api_key").stdout.strip()
     since = int(time.time()) - 1
     # The stop command waits in the VM for a line on its input, so that it runs the moment the first chunk arrives
     # (a new `podman exec` takes a second or more on a busy machine, a good part of the stream).
@@ -614,13 +634,8 @@ def test_sigterm_during_a_stream_lets_it_finish_and_the_server_stops_within_its_
         assert mark.strip(), "no stop signal recorded"
         word = mark.split()[0]
         at = int(word) / 1e9 if host == "lab-gpu-a" else float(word)
-        assert result["last"] > at + 0.2, (
-            "the stream ended %.2f s after the signal: nothing was drained (first chunk %.2f s and the stop command "
-            "%.2f s before the signal; %s)" % (result["last"] - at, at - first["first"], at - begun, result))
-        assert (result["status"], result["tokens"], result["done"], result["finish"], result["error"]) == (
-            200, 2000, True, "length", None), result
-        assert took < 45, "the stop took %.1f s: the server outlived its stop timeout" % took
         assert podman(*(["exec", "llmstack-" + host] + stopped)).stdout.strip() in ("inactive", "exited")
+        return result, at, first, begun, took
     finally:
         client.kill()
         stopper.kill()
