@@ -18,7 +18,8 @@ description:
     sources, locale, time zone, key-only SSH for root, a serial console and the QEMU guest agent.
   - "No partition is mounted: C(debootstrap --variant=minbase) into a directory, the files written there, then
     C(mkfs.ext4 -d) for the root (and boot) file system, C(mkfs.vfat) and mtools for the ESP, C(sfdisk) for the
-    table, C(dd conv=notrunc) into the image. Needs root (debootstrap, chroot)."
+    table, then each partition's data regions copied into the image (its holes skipped). Needs root (debootstrap,
+    chroot)."
   - Idempotent. Next to the image, C(<path>.json) records the inputs (package list, the files written, suite,
     mirror, layout) and their digest; the image is rebuilt only when the digest changes (or with O(force)).
   - The file systems' UUIDs are derived from the inputs, so the same inputs give the same fstab.
@@ -355,9 +356,10 @@ class Builder:
         self.run(["sfdisk", "--no-reread", "--no-tell-kernel", target], "sfdisk",
                  data=self.plan["sfdisk"].encode("utf-8"))
         for part in plan["partitions"]:
-            self.run(["dd", "if=" + images[part["name"]], "of=" + target, "bs=1M",
-                      "seek=%d" % (part["start"] // guest_image.MIB), "conv=notrunc,sparse", "status=none"],
-                     "dd (%s)" % part["name"])
+            try:
+                guest_image.copy_into(images[part["name"]], target, part["start"])
+            except OSError as exc:
+                self.fail("copying the %s partition into %s failed: %s" % (part["name"], target, exc))
 
 
 def main():

@@ -3,6 +3,7 @@
 The image itself is built by the real role and booted under QEMU in tests/integration/test_guest_image.py.
 """
 
+import os
 import re
 
 import pytest
@@ -186,3 +187,39 @@ def test_a_host_key_of_the_collection_replaces_the_first_boot_one():
 
 def test_a_host_key_that_is_not_an_ed25519_public_key_is_named():
     assert any(p.startswith("guest_image_host_public_key: ") for p in problems(host_public_key="ssh-rsa AAAA x"))
+
+
+def test_a_partition_is_copied_into_the_disk_by_its_data_regions(tmp_path):
+    """guest_image_build's copy of each partition image into the disk (was `dd conv=notrunc,sparse`, which read the
+    whole 64 GiB of a sparse root file system): the same bytes land at the partition's offset, the holes stay holes
+    in the disk image, and only the data is copied."""
+    mib = guest_image.MIB
+    source, disk = tmp_path / "root.img", tmp_path / "disk.raw"
+    with open(source, "wb") as handle:
+        handle.truncate(256 * mib)
+        for at, fill in ((0, b"A"), (100 * mib + 7, b"B"), (256 * mib - 3, b"C")):
+            handle.seek(at)
+            handle.write(fill * 3 if fill == b"C" else fill * (mib + 5))
+    with open(disk, "wb") as handle:
+        handle.truncate(300 * mib)
+    offset = 17 * mib
+    copied = guest_image.copy_into(str(source), str(disk), offset)
+    with open(source, "rb") as src, open(disk, "rb") as dst:
+        want = src.read()
+        got = dst.read()
+    assert got[offset:offset + len(want)] == want
+    assert got[:offset] == b"\0" * offset and got[offset + len(want):] == b"\0" * (len(got) - offset - len(want))
+    # Far less than the 256 MiB a full read would copy, at least the 2 MiB written (file systems round extents up).
+    assert 2 * mib <= copied < 64 * mib
+    assert os.stat(disk).st_blocks * 512 < 64 * mib
+
+
+def test_data_extents_of_a_file_without_holes_is_the_whole_file(tmp_path):
+    path = tmp_path / "full"
+    path.write_bytes(b"x" * 10000)
+    with open(path, "rb") as handle:
+        assert guest_image.data_extents(handle.fileno(), 10000) == [(0, 10000)]
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with open(empty, "rb") as handle:
+        assert guest_image.data_extents(handle.fileno(), 0) == []
