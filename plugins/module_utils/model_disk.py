@@ -89,7 +89,7 @@ def plan(models, setting, margin=DEFAULT_MARGIN, root_disk_gib=None, variable="g
                 "problems": ["%s: %r is not auto, 0 (no model disk) or a number of GiB" % (variable, setting)]}
     try:
         margin = float(margin)
-        if margin < 0:
+        if not math.isfinite(margin) or margin < 0:
             raise ValueError
     except (TypeError, ValueError):
         problems.append("%s: %r is not a fraction >= 0" % (variable.replace("_gib", "_margin"), margin))

@@ -20,6 +20,8 @@ gpu_vm role allocated in the same run). Any other volume - a disk the collection
 
 import re
 
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import model_disk
+
 TAG_PREFIX = "llmstack-img-"
 TAG_RE = re.compile(r"^%s[0-9a-f]{12}$" % re.escape(TAG_PREFIX))
 DISK_RE = re.compile(r"^(scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|sata[0-5])$")
@@ -44,6 +46,9 @@ def check(disk, storage, source, options, digest):
     problems = []
     if not DISK_RE.match(str(disk)):
         problems.append("guest_image_import_disk: %r is not a scsiN, virtioN or sataN drive" % (disk,))
+    elif str(disk) == model_disk.DISK_KEY:
+        problems.append("guest_image_import_disk: %s is the GPU VM's model disk (gpu_vm_model_disk_gib); the image "
+                        "goes to the boot disk (scsi0)" % (disk,))
     if not STORAGE_RE.match(str(storage)):
         problems.append("guest_image_import_target_storage: %r is not a PVE storage id" % (storage,))
     if not SOURCE_RE.match(str(source)):

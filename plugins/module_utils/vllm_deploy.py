@@ -578,8 +578,11 @@ def systemd_unit_text(unit):
     """The unit file of one systemd_units() entry; every value escaped for systemd. ``EnvironmentFile=`` has no
     ``-`` prefix: without its env file (the API key) the unit fails to start instead of serving without a key."""
     lines = ["[Unit]", "Description=%s" % _systemd_line(unit["description"]),
-             "After=network-online.target", "Wants=network-online.target", "", "[Service]", "Type=simple",
-             "User=%s" % _systemd_line(unit["user"]), "Group=%s" % _systemd_line(unit["user"])]
+             "After=network-online.target", "Wants=network-online.target"]
+    if unit.get("mounts_for"):
+        lines.append("RequiresMountsFor=%s" % _systemd_line(unit["mounts_for"]))
+    lines += ["", "[Service]", "Type=simple",
+              "User=%s" % _systemd_line(unit["user"]), "Group=%s" % _systemd_line(unit["user"])]
     if unit.get("working_directory"):
         lines.append("WorkingDirectory=%s" % _systemd_line(unit["working_directory"]))
     lines.extend("Environment=%s" % systemd_environment(name, value) for name, value in unit["environment"])
@@ -625,6 +628,8 @@ def systemd_units(services, settings):
             "exec_start": " ".join(systemd_exec_word(word) for word in argv),
             "user": settings.get("user", "vllm"),
             "working_directory": settings.get("dir"),
+            # The weights' file system (the model disk, mounted with nofail) before the server starts.
+            "mounts_for": settings["hf_home"],
         }
         unit["text"] = systemd_unit_text(unit)
         units["%s.service" % service_key(service["name"])] = unit

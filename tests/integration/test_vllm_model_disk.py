@@ -135,6 +135,37 @@ def test_a_grown_disk_is_grown_in_the_guest(vm, tmp_path):
     assert run(vm)[1]["stats"]["gpu-vm"]["changed"] == 0
 
 
+def test_local_models_under_the_mount_point_stop_the_first_mount(tmp_path):
+    """A local model directory under /data/llm/models on the root disk would be hidden by the mount: refused while the
+    disk is not mounted yet, naming the model (a fresh disk of its own: the module's VM has its disk mounted)."""
+    backing = tmp_path / "disk.img"
+    sh("truncate", "-s", "256M", str(backing))
+    loop = sh("losetup", "--find", "--show", str(backing)).stdout.strip()
+    name = "llmstack-test-model-disk-" + uuid.uuid4().hex[:8]
+    try:
+        sh("podman", "run", "-d", "--name", name, "--privileged", "--label", "io.llmstack.test=1", IMAGE,
+           "sleep", "infinity")
+        sh("podman", "exec", name, "sh", "-c", "mkdir -p /dev/disk/by-id /data/llm/models/mine && ln -s ../../%s %s"
+           % (loop.rsplit("/", 1)[1], BY_ID))
+        (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"gpu-vm": {
+            "ansible_host": name, "ansible_connection": "podman_pipelined",
+            "ansible_python_interpreter": "/usr/bin/python3"}}}}))
+        vm = {"name": name, "loop": loop, "backing": backing, "path": tmp_path}
+        rc, report, runs, _home = run(vm, check_rc=False, vllm_models=[
+            {"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct"},
+            {"name": "mine", "model": "/data/llm/models/mine"}])
+        assert rc != 0
+        failed = [r for r in runs if r["hosts"]["gpu-vm"].get("failed")]
+        assert len(failed) == 1 and failed[0]["task"].endswith("would hide local model directories"), failed
+        assert failed[0]["hosts"]["gpu-vm"]["msg"].startswith("vllm_models: /data/llm/models/mine is under "
+                                                              "vllm_model_disk_mount (/data/llm/models)")
+        assert report["stats"]["gpu-vm"]["changed"] == 0
+        assert sh("podman", "exec", name, "blkid", loop, check=False).stdout == ""
+    finally:
+        sh("podman", "rm", "-f", "-t", "0", name, check=False)
+        sh("losetup", "-d", loop, check=False)
+
+
 def test_required_without_the_disk_stops_before_anything_changes(vm):
     rc, report, runs, home = run(vm, check_rc=False, vllm_model_disk="required",
                                  vllm_model_disk_device="/dev/disk/by-id/scsi-0QEMU_QEMU_HARDDISK_drive-scsi9")

@@ -116,3 +116,8 @@ def test_the_config_value_is_pves_allocation_syntax():
     plan = model_disk.plan(V100, 120, 0.25, 64)
     assert model_disk.config_value(plan, "local-lvm", "discard=on,ssd=1") == "local-lvm:120,discard=on,ssd=1"
     assert model_disk.config_value(model_disk.plan([], "auto"), "local-lvm", "") is None
+
+
+@pytest.mark.parametrize("margin", ["nan", "inf", float("nan")])
+def test_a_margin_that_is_no_number_is_named_not_a_traceback(margin):
+    assert model_disk.plan(V100, "auto", margin, 64)["problems"][0].startswith("gpu_vm_model_disk_margin:")

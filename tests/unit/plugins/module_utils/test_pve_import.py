@@ -53,6 +53,8 @@ def test_a_vm_without_the_disk_gets_it():
 
 @pytest.mark.parametrize("args, variable", [
     (("hostpci0", "local-lvm", "local:import/a.raw", "", DIGEST), "guest_image_import_disk"),
+    # the GPU VM's model disk (gpu_vm_model_disk_gib) is never the image's
+    (("scsi1", "local-lvm", "local:import/a.raw", "", DIGEST), "guest_image_import_disk: scsi1 is the GPU VM's model"),
     (("scsi0", "Local LVM", "local:import/a.raw", "", DIGEST), "guest_image_import_target_storage"),
     (("scsi0", "local-lvm", "/var/lib/vz/import/a.raw", "", DIGEST), "guest_image_import_storage"),
     (("scsi0", "local-lvm", "local:import/a.iso", "", DIGEST), "guest_image_import_storage"),
