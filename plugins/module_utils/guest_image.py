@@ -488,4 +488,3 @@ def copy_into(source, target, offset, chunk=4 * MIB):
                 left -= len(block)
                 copied += len(block)
     return copied
-

@@ -597,10 +597,10 @@ def test_sigterm_during_a_stream_lets_it_finish_and_the_server_stops_within_its_
         if result["last"] > at + 0.2 or not result["done"] or result["tokens"] != 2000:
             break
         print("try %d inconclusive: the stream ended %.2f s before the signal" % (attempt + 1, at - result["last"]))
+    drained = (result["last"] - at, at - first["first"], at - begun, result)
     assert result["last"] > at + 0.2, (
         "the stream ended %.2f s after the signal in each of three tries: nothing was drained (first chunk %.2f s and "
-        "the stop command %.2f s before the signal; %s)" % (result["last"] - at, at - first["first"], at - begun,
-                                                          result))
+        "the stop command %.2f s before the signal; %s)" % drained)
     assert (result["status"], result["tokens"], result["done"], result["finish"], result["error"]) == (
         200, 2000, True, "length", None), result
     assert took < 45, "the stop took %.1f s: the server outlived its stop timeout" % took
