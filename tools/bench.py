@@ -65,8 +65,11 @@ def site(pve_hosts, vms_per_host, clients):
                 "gpu_vm_api_host": "10.10.1.2", "guest_image_mirror": "http://deb.debian.org/debian",
                 "guest_image_authorized_keys": ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDwyngojZfNGnYM8XwCf1zqN ops"],
                 "llmstack_interfaces": [{"vlan": "inference", "address": "10.20.%d.%d" % (1 + n // 250, 2 + n % 250)}],
-                "vllm_models": [{"name": m, "model": "org/%s" % m, "port": 8001 + i}
-                                for i, m in enumerate(("fast", "balanced", "reasoning"))],
+                # Catalog models, as a site names them: the check sizes each VM's model disk from their weights.
+                "vllm_models": [{"name": m, "model": repo, "port": 8001 + i}
+                                for i, (m, repo) in enumerate((("fast", "meta-llama/Llama-3.1-8B-Instruct"),
+                                                               ("balanced", "Qwen/Qwen2.5-14B-Instruct-AWQ"),
+                                                               ("reasoning", "Qwen/QwQ-32B-AWQ")))],
             }
     hosts["gw"] = {"llmstack_interfaces": [{"vlan": "inference", "address": "10.20.200.1"}],
                    "litellm_fallbacks": {"reasoning": ["balanced", "fast"], "balanced": ["fast"]},

@@ -7,6 +7,7 @@ the files; a grown disk (gpu_vm resizes it when the models grow) is grown in the
 online resize (this sandbox's refuses it: that test says so and skips); required without the disk stops before
 anything changes. Nothing is stood in for but the disk's origin (a loop device, not PVE's)."""
 
+import contextlib
 import json
 import subprocess
 import uuid
@@ -26,20 +27,20 @@ def sh(*cmd, check=True):
     return result
 
 
-@pytest.fixture(scope="module")
-def vm(tmp_path_factory):
-    path = tmp_path_factory.mktemp("model-disk")
+@contextlib.contextmanager
+def gpu_vm(path, size="1G", prepare=""):
+    """A privileged container with a loop device of ``size`` as its model disk (the host's /dev is a privileged
+    container's, the loop device included, and mount works there), under udev's name for the disk PVE attaches as
+    scsi1 (virtio-scsi, QEMU's drive-scsi1 serial): a symlink. ``prepare``: a shell command run in it first."""
     backing = path / "disk.img"
-    sh("truncate", "-s", "1G", str(backing))
+    sh("truncate", "-s", size, str(backing))
     loop = sh("losetup", "--find", "--show", str(backing)).stdout.strip()
     name = "llmstack-test-model-disk-" + uuid.uuid4().hex[:8]
     try:
-        # Privileged: the host's /dev is the container's (the loop device included), and mount works.
         sh("podman", "run", "-d", "--name", name, "--privileged", "--label", "io.llmstack.test=1", IMAGE,
            "sleep", "infinity")
-        # udev's name for the disk PVE attaches as scsi1 (virtio-scsi, QEMU's drive-scsi1 serial): a symlink.
-        sh("podman", "exec", name, "sh", "-c", "mkdir -p /dev/disk/by-id && ln -s ../../%s %s"
-           % (loop.rsplit("/", 1)[1], BY_ID))
+        sh("podman", "exec", name, "sh", "-c", "mkdir -p /dev/disk/by-id && ln -s ../../%s %s%s"
+           % (loop.rsplit("/", 1)[1], BY_ID, " && " + prepare if prepare else ""))
         (path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"gpu-vm": {
             "ansible_host": name, "ansible_connection": "podman_pipelined",
             "ansible_python_interpreter": "/usr/bin/python3"}}}}))
@@ -47,6 +48,12 @@ def vm(tmp_path_factory):
     finally:
         sh("podman", "rm", "-f", "-t", "0", name, check=False)
         sh("losetup", "-d", loop, check=False)
+
+
+@pytest.fixture(scope="module")
+def vm(tmp_path_factory):
+    with gpu_vm(tmp_path_factory.mktemp("model-disk")) as made:
+        yield made
 
 
 def run(vm, *extra, check_rc=True, **variables):
@@ -138,19 +145,7 @@ def test_a_grown_disk_is_grown_in_the_guest(vm, tmp_path):
 def test_local_models_under_the_mount_point_stop_the_first_mount(tmp_path):
     """A local model directory under /data/llm/models on the root disk would be hidden by the mount: refused while the
     disk is not mounted yet, naming the model (a fresh disk of its own: the module's VM has its disk mounted)."""
-    backing = tmp_path / "disk.img"
-    sh("truncate", "-s", "256M", str(backing))
-    loop = sh("losetup", "--find", "--show", str(backing)).stdout.strip()
-    name = "llmstack-test-model-disk-" + uuid.uuid4().hex[:8]
-    try:
-        sh("podman", "run", "-d", "--name", name, "--privileged", "--label", "io.llmstack.test=1", IMAGE,
-           "sleep", "infinity")
-        sh("podman", "exec", name, "sh", "-c", "mkdir -p /dev/disk/by-id /data/llm/models/mine && ln -s ../../%s %s"
-           % (loop.rsplit("/", 1)[1], BY_ID))
-        (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"gpu-vm": {
-            "ansible_host": name, "ansible_connection": "podman_pipelined",
-            "ansible_python_interpreter": "/usr/bin/python3"}}}}))
-        vm = {"name": name, "loop": loop, "backing": backing, "path": tmp_path}
+    with gpu_vm(tmp_path, size="256M", prepare="mkdir -p /data/llm/models/mine") as vm:
         rc, report, runs, _home = run(vm, check_rc=False, vllm_models=[
             {"name": "fast", "model": "meta-llama/Llama-3.1-8B-Instruct"},
             {"name": "mine", "model": "/data/llm/models/mine"}])
@@ -160,10 +155,7 @@ def test_local_models_under_the_mount_point_stop_the_first_mount(tmp_path):
         assert failed[0]["hosts"]["gpu-vm"]["msg"].startswith("vllm_models: /data/llm/models/mine is under "
                                                               "vllm_model_disk_mount (/data/llm/models)")
         assert report["stats"]["gpu-vm"]["changed"] == 0
-        assert sh("podman", "exec", name, "blkid", loop, check=False).stdout == ""
-    finally:
-        sh("podman", "rm", "-f", "-t", "0", name, check=False)
-        sh("losetup", "-d", loop, check=False)
+        assert inside(vm, "blkid", vm["loop"], check=False).stdout == ""
 
 
 def test_required_without_the_disk_stops_before_anything_changes(vm):
