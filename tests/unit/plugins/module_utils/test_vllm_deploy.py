@@ -461,3 +461,12 @@ def test_good_cpu_settings_pass():
 def test_bad_cpu_and_path_settings_are_named(settings, fragment):
     problems = vllm_deploy.check_settings(settings)
     assert any(fragment in p for p in problems), problems
+
+
+def test_a_unit_waits_for_the_file_system_of_its_weights(services):
+    """The model disk is mounted with nofail (not required by local-fs.target): without RequiresMountsFor= a server
+    could start on the empty mount point at boot and find no weights (offline) - the hf_home given, not a default."""
+    units = vllm_deploy.systemd_units(services, dict(SETTINGS, hf_home="/data/llm/models/hf-cache"))
+    for unit in units.values():
+        unit_section = unit["text"].split("[Service]", 1)[0]
+        assert "RequiresMountsFor=/data/llm/models/hf-cache\n" in unit_section, unit["text"]
