@@ -51,9 +51,10 @@ def write_inventory(base, **overrides):
             "guest_image_domain": "lab.test",
             # The VM's host key (no trust on first use): the secret and known_hosts of this test, not the home's.
             "guest_image_host_key_dir": str(base / "host-keys"), "guest_image_known_hosts": str(base / "known_hosts"),
-            # nft for the 802.1Q test (test_the_policy_holds_on_8021q_subinterfaces); python3 and iproute2 are in
-            # the role's base package list. The lab's list too (inventories/lab): one cached base for both.
-            "guest_image_extra_packages": ["nftables"],
+            # nft for the 802.1Q test (test_the_policy_holds_on_8021q_subinterfaces), ifupdown2 for the pve_bridge
+            # role's (the guest is its PVE host: restrict=on, no mirror to install from); python3 and iproute2 are
+            # in the role's base package list. The lab's list too (inventories/lab): one cached base for both.
+            "guest_image_extra_packages": ["nftables", "ifupdown2"],
             "guest_image_timezone": "Asia/Shanghai",
             "guest_image_authorized_keys": [(base / "id_ed25519.pub").read_text().strip()] if
             (base / "id_ed25519.pub").exists() else []}
@@ -491,3 +492,131 @@ def test_a_frame_tagged_for_another_vlan_does_not_get_through(vlan_lab):
     assert captured["vl-switch p-client"].get(markers["access"]) == {"vid": vid}, captured
     assert markers["access"] not in captured["vl-gpu eth0"], captured
     assert captured["vl-gpu eth0"].get(markers["trunk"]) == {"vid": vid}, captured
+
+
+# ------------------------------------------------------------------------------------------ the VLAN-aware PVE bridge
+
+# The guest as a PVE host as its installer leaves it, plus the management address on a VLAN of the bridge (PVE's
+# "VLAN for host management"): vmbr0 over a dummy NIC, an untagged address on it and one on vmbr0.5.
+PVE_INTERFACES = """auto lo
+iface lo inet loopback
+
+auto dummy0
+iface dummy0 inet manual
+\tlink-type dummy
+
+auto vmbr0
+iface vmbr0 inet static
+\taddress 10.6.0.2/24
+\tbridge-ports dummy0
+\tbridge-stp off
+\tbridge-fd 0
+
+auto vmbr0.5
+iface vmbr0.5 inet static
+\taddress 10.5.0.2/24
+"""
+BRIDGE_MGMT = "10.5.0.2"
+
+
+def bridge_state(guest):
+    """(vlan_filtering of vmbr0, {port: [vids]}, {ifname: [addresses]}) as the guest's kernel has them."""
+    links = json.loads(sh(guest, "ip -d -j link show vmbr0"))
+    vlans = json.loads(sh(guest, "bridge -j vlan show") or "[]")
+    addresses = json.loads(sh(guest, "ip -j addr show"))
+    ports = {}
+    for port in vlans:
+        vids = []
+        for entry in port.get("vlans", []):
+            vids += list(range(entry["vlan"], entry.get("vlanEnd", entry["vlan"]) + 1))
+        ports[port["ifname"]] = vids
+    return (links[0]["linkinfo"]["info_data"].get("vlan_filtering"), ports,
+            {a["ifname"]: [i["local"] for i in a.get("addr_info", [])] for a in addresses})
+
+
+@pytest.fixture(scope="module")
+def bridge_runs(guest, tmp_path_factory):
+    """The pve_bridge role run over SSH against the booted guest, its PVE host (ifupdown2 from the image, the guest's
+    kernel has bridge VLAN filtering), in the order a site meets it: a change that would cut the controller's
+    management VLAN (refused), the change with that VLAN in the inventory, a rerun, a rerun after the kernel lost the
+    setting (a run that stopped between the write and the reload), and the way back. Each step's recap, file and
+    kernel state are kept for the tests below."""
+    base = tmp_path_factory.mktemp("bridge")
+    sh(guest, "cat > /etc/network/interfaces <<'END'\n%sEND\nifreload -a" % PVE_INTERFACES)
+    vlans = lab_vlans()
+    host = {"ansible_host": "127.0.0.1", "ansible_port": guest["port"], "ansible_user": "root",
+            "ansible_ssh_private_key_file": guest["key"], "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+            # The controller comes in through QEMU's port forward (127.0.0.1 is the guest's loopback too): the
+            # address to protect is named, as a site behind NAT would name it.
+            "pve_bridge_management_address": BRIDGE_MGMT}
+    inventory = base / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {"vars": {"llmstack_vlans": vlans},
+                                                 "hosts": {"pve-test": host}}}))
+    play = base / "bridge.yml"
+    play.write_text(yaml.safe_dump([{"name": "The VLAN-aware bridge", "hosts": "all", "gather_facts": False,
+                                     "roles": ["pvegpu.llmstack.pve_bridge"]}]))
+    with_mgmt = json.dumps({"pve_bridge_vlans": dict(vlans, hostmgmt={"id": 5, "bridge": "vmbr0"})})
+    runs = {"original": sh(guest, "cat /etc/network/interfaces"), "before": bridge_state(guest)}
+    steps = [("refused", []), ("applied", ["-e", with_mgmt]), ("rerun", ["-e", with_mgmt]),
+             ("kernel_lost_it", ["-e", with_mgmt]), ("reverted", ["-e", "pve_bridge_enabled=false"])]
+    for name, extra in steps:
+        if name == "kernel_lost_it":
+            sh(guest, "ip link set vmbr0 type bridge vlan_filtering 0")
+            runs["lost"] = bridge_state(guest)
+        started = time.monotonic()
+        rc, out, err = playbook(str(play), "-i", str(inventory), *extra, json_output=True, timeout=600)
+        report = parse_json_report(out)
+        runs[name] = {"rc": rc, "stats": report["stats"].get("pve-test"), "report": report, "err": err,
+                      "seconds": round(time.monotonic() - started, 1),
+                      "file": sh(guest, "cat /etc/network/interfaces"), "kernel": bridge_state(guest),
+                      "record": sh(guest, "stat -c %a /etc/llmstack/pve_bridge.json 2>/dev/null; "
+                                          "cat /etc/llmstack/pve_bridge.json 2>/dev/null", check=False)}
+    print("pve_bridge runs: %s" % {step[0]: runs[step[0]]["seconds"] for step in steps})
+    return runs
+
+
+def failure_messages(report):
+    return [r.get("msg", "") for play in report["plays"] for task in play["tasks"]
+            for r in task["hosts"].values() if r.get("failed")]
+
+
+def test_a_bridge_change_that_would_cut_the_management_vlan_is_refused_before_anything_changes(bridge_runs):
+    refused = bridge_runs["refused"]
+    assert refused["rc"] != 0 and refused["stats"]["changed"] == 0
+    messages = failure_messages(refused["report"])
+    assert any("10.5.0.2 on vmbr0.5 (VLAN 5 of vmbr0)" in m and "carrying only VLAN 10 20 30" in m
+               for m in messages), messages
+    assert refused["file"] == bridge_runs["original"] and refused["kernel"] == bridge_runs["before"]
+    assert bridge_runs["before"][0] == 0 and BRIDGE_MGMT in bridge_runs["before"][2]["vmbr0.5"]
+
+
+def test_the_bridge_becomes_vlan_aware_and_its_port_carries_the_inventorys_vlans(bridge_runs):
+    applied = bridge_runs["applied"]
+    assert applied["rc"] == 0 and applied["stats"]["changed"] >= 1, failure_messages(applied["report"])
+    filtering, ports, addresses = applied["kernel"]
+    assert filtering == 1
+    assert {5, 10, 20, 30} <= set(ports["dummy0"]), ports
+    assert BRIDGE_MGMT in addresses["vmbr0.5"] and "10.6.0.2" in addresses["vmbr0"]
+    assert applied["file"] == bridge_runs["original"].replace(
+        "\tbridge-fd 0\n", "\tbridge-fd 0\n\tbridge-vlan-aware yes\n\tbridge-vids 5 10 20 30\n")
+    mode, record = applied["record"].split("\n", 1)
+    assert mode == "600" and json.loads(record) == {
+        "bridges": {"vmbr0": {"bridge-vids": None, "bridge-vlan-aware": None}}}
+
+
+def test_a_rerun_changes_nothing_and_one_after_the_kernel_lost_the_setting_puts_it_back(bridge_runs):
+    assert bridge_runs["rerun"]["rc"] == 0 and bridge_runs["rerun"]["stats"]["changed"] == 0, failure_messages(
+        bridge_runs["rerun"]["report"])
+    assert bridge_runs["lost"][0] == 0
+    again = bridge_runs["kernel_lost_it"]
+    assert again["rc"] == 0 and again["stats"]["changed"] == 1, failure_messages(again["report"])
+    assert again["kernel"][0] == 1 and {5, 10, 20, 30} <= set(again["kernel"][1]["dummy0"])
+    assert again["file"] == bridge_runs["applied"]["file"]
+
+
+def test_the_way_back_restores_the_file_and_the_kernel(bridge_runs):
+    reverted = bridge_runs["reverted"]
+    assert reverted["rc"] == 0 and reverted["stats"]["changed"] >= 1, failure_messages(reverted["report"])
+    assert reverted["file"] == bridge_runs["original"]
+    assert reverted["kernel"][0] == 0 and reverted["record"].strip() == ""
