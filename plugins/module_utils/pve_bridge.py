@@ -9,14 +9,19 @@ llmstack_vlans puts VLANs on, in /etc/network/interfaces as ifupdown2 (PVE's net
   site may use VLANs the inventory does not name): the collection only ever adds.
 - Only the bridge's own stanza changes (two option lines, replaced in place or added after its last option, in its
   indentation); every other line, comment and stanza is kept byte for byte.
-- The way back: the options as they were before the collection first changed a bridge are recorded (RECORD_NAME under
-  the role's state directory); the revert (``state: absent``) puts them back - removed where there were none.
-- Refused before anything changes: a bridge the file does not declare (or declares without ``bridge-ports``), an
-  unreadable ``bridge-vids``, and a result that would cut the address the controller uses: that address on a VLAN
-  interface of a bridge (``vmbr0.10``, or ``vlan-raw-device vmbr0``) whose VLAN the VLAN-aware bridge would not carry.
-  An address on the bridge itself stays on its untagged PVID (this plan never sets ``bridge-pvid``); an address on an
-  interface outside the bridges is not touched. Where the controller's address is on none of the host's interfaces
-  (NAT, a jump host), the plan cannot tell and refuses unless told which address to protect.
+- The way back: the option lines as they were before the collection first changed a bridge are recorded, as
+  written (RECORD_NAME under the role's state directory, only the keys it changed); the revert (``state: absent``)
+  puts those lines back - removed where there were none - so the file is as it was, to the byte, unless someone
+  edited those two lines since (the revert then overwrites the edit).
+- Refused before any reload: a bridge the file does not declare (or declares without ``bridge-ports``), an
+  unreadable ``bridge-vids``, and a result that would cut an address the controller uses (every address of the name
+  it connects to that the host has): on a VLAN interface of a bridge (``vmbr0.10``, or ``vlan-raw-device vmbr0``)
+  whose VLAN the VLAN-aware bridge would not carry; or untagged on a bridge that turns VLAN-aware while it or its
+  ports have a ``bridge-pvid``/``bridge-access`` other than 1 (untagged frames would go to that VLAN). The check is
+  made on the file as it will be reloaded, also when the file is already so and only the kernel differs. An address
+  on the bridge itself otherwise stays on the untagged PVID 1 (this plan never sets ``bridge-pvid``); an address on
+  an interface outside the bridges is not touched. Where the controller's address is on none of the host's
+  interfaces (NAT, a jump host), the plan cannot tell and refuses unless told which address to protect.
 - The running state (``ip -d -j link``, ``bridge -j vlan``) against the file: a reload is due when the file changed
   or the kernel's bridges do not match it (a run that stopped between writing and reloading), and the verification
   after the reload is the same comparison.
@@ -31,6 +36,7 @@ import re
 
 RECORD_NAME = "pve_bridge.json"
 DEFAULT_BRIDGE = "vmbr0"
+VARIABLE = "pve_bridge_vlans (default llmstack_vlans)"
 VLAN_AWARE = "bridge-vlan-aware"
 VIDS = "bridge-vids"
 MANAGED = (VLAN_AWARE, VIDS)
@@ -90,13 +96,13 @@ def wanted(vlans):
     result = {}
     for name, vlan in sorted((vlans or {}).items()):
         if not isinstance(vlan, dict) or vlan.get("id") in (None, ""):
-            raise BridgeError("llmstack_vlans.%s: no id" % name)
+            raise BridgeError("%s.%s: no id" % (VARIABLE, name))
         try:
             vid = int(vlan["id"])
         except (TypeError, ValueError):
-            raise BridgeError("llmstack_vlans.%s.id: %r is not a number" % (name, vlan["id"]))
+            raise BridgeError("%s.%s.id: %r is not a number" % (VARIABLE, name, vlan["id"]))
         if not 1 <= vid <= 4094:
-            raise BridgeError("llmstack_vlans.%s.id: %d is outside 1-4094" % (name, vid))
+            raise BridgeError("%s.%s.id: %d is outside 1-4094" % (VARIABLE, name, vid))
         bridge = vlan.get("bridge") or DEFAULT_BRIDGE
         result.setdefault(bridge, set()).add(vid)
     return dict((bridge, sorted(vids)) for bridge, vids in result.items())
@@ -143,45 +149,81 @@ def is_true(value):
 
 
 def settings(stanzas, bridge):
-    """(vlan_aware, [vids], [ports]) of a bridge as the file has it."""
+    """(vlan_aware, [vids], [ports]) of a bridge as the file has it; ports is None when ``bridge-ports`` is a
+    ``glob``/``regex`` pattern (the kernel's members are taken then)."""
     stanza = bridge_stanza(stanzas, bridge)
     opts = options(stanza) if stanza else {}
     aware = is_true(opts.get(VLAN_AWARE))
     vids = parse_vids(opts.get(VIDS), "%s: %s" % (bridge, VIDS)) if VIDS in opts else []
-    ports = [p for p in (opts.get("bridge-ports") or "").split() if p.lower() != "none"]
+    words = [p for p in (opts.get("bridge-ports") or "").split() if p.lower() != "none"]
+    ports = None if words and words[0] in ("glob", "regex") else words
     return aware, vids, ports
 
 
-def edit(text, bridge, values):
-    """``text`` with the managed options of ``bridge`` set to ``values`` ({key: value or None = remove})."""
+def untagged_vlan_options(stanzas, bridge):
+    """The ``bridge-pvid``/``bridge-access`` lines (other than 1) of the bridge and of its ports: with VLAN filtering
+    on, they decide which VLAN untagged traffic lands on."""
+    _aware, _vids, ports = settings(stanzas, bridge)
+    found = []
+    for name in [bridge] + list(ports or []):
+        for stanza in stanzas:
+            if stanza["name"] == name:
+                for option in stanza["options"]:
+                    if option[1] in ("bridge-pvid", "bridge-access") and option[2].strip() != "1":
+                        found.append("%s: %s %s" % (name, option[1], option[2].strip()))
+    return found
+
+
+def option_lines(text, bridge):
+    """{managed key: the line as written} of the bridge's stanza (first occurrence), None for a missing key."""
+    lines = text.splitlines()
+    stanza = bridge_stanza(parse(text), bridge)
+    found = dict((key, None) for key in MANAGED)
+    for index, key, _value in stanza["options"]:
+        if key in MANAGED and found[key] is None:
+            found[key] = lines[index]
+    return found
+
+
+def option_line(text, bridge, key, value):
+    """``key value`` in the indentation of the line it replaces, else of the stanza's first option (else a tab)."""
+    lines = text.splitlines()
+    stanza = bridge_stanza(parse(text), bridge)
+    indent = None
+    for index, found, _value in stanza["options"]:
+        match = OPTION.match(lines[index])
+        if found == key and match:
+            indent = match.group(1)
+            break
+        if indent is None and match and match.group(1):
+            indent = match.group(1)
+    return "%s%s %s" % (indent if indent is not None else "\t", key, value)
+
+
+def edit(text, bridge, lines_by_key):
+    """``text`` with the managed options of ``bridge`` set to ``lines_by_key`` ({key: the whole line, or None to
+    remove it}): the first line of a key is replaced in place (its repeats dropped), a new one goes after the stanza's
+    last option. Every other byte of the file is kept."""
     lines = text.splitlines()
     trailing_newline = text.endswith("\n")
     stanza = bridge_stanza(parse(text), bridge)
-    indent = "\t"
     present = {}
-    for option in stanza["options"]:
-        match = OPTION.match(lines[option[0]])
-        if match and match.group(1):
-            indent = match.group(1)
-            break
     for index, key, _value in stanza["options"]:
         if key in MANAGED:
             present.setdefault(key, []).append(index)
-    drop = set()
+    drop, added = set(), []
     for key in MANAGED:
-        value = values.get(key, "__keep__")
-        if value == "__keep__":
+        if key not in lines_by_key:
             continue
         indexes = present.get(key, [])
-        if value is None:
+        if lines_by_key[key] is None:
             drop.update(indexes)
-            continue
-        if indexes:
-            lines[indexes[0]] = "%s%s %s" % (OPTION.match(lines[indexes[0]]).group(1) or indent, key, value)
+        elif indexes:
+            lines[indexes[0]] = lines_by_key[key]
             drop.update(indexes[1:])
+        else:
+            added.append(lines_by_key[key])
     last = stanza["options"][-1][0] if stanza["options"] else stanza["start"]
-    added = ["%s%s %s" % (indent, key, values[key]) for key in MANAGED
-             if values.get(key, "__keep__") not in ("__keep__", None) and not present.get(key)]
     out = []
     for index, line in enumerate(lines):
         if index not in drop:
@@ -194,8 +236,9 @@ def edit(text, bridge, values):
 # ------------------------------------------------------------------------------------------ the running state
 
 def runtime_from(links, bridge_vlans, addresses):
-    """{links: {name: {kind, master, vlan_filtering, vlan_id, parent}}, vids: {port: set}, addresses: {ip: name}}
-    from ``ip -d -j link show``, ``bridge -j vlan show`` and ``ip -j addr show`` (parsed JSON)."""
+    """{links: {name: {kind, master, vlan_filtering, vlan_id, parent}}, vids: {port: set}, addresses: {ip: [names]}}
+    from ``ip -d -j link show``, ``bridge -j vlan show`` and ``ip -j addr show`` (parsed JSON). An address can sit on
+    several interfaces (an IPv6 link-local one on a bridge and on its VLAN interfaces, which share its MAC)."""
     result = {"links": {}, "vids": {}, "addresses": {}}
     for link in links or []:
         info = link.get("linkinfo") or {}
@@ -214,8 +257,23 @@ def runtime_from(links, bridge_vlans, addresses):
     for link in addresses or []:
         for info in link.get("addr_info") or []:
             if info.get("local"):
-                result["addresses"][info["local"]] = link.get("ifname")
+                names = result["addresses"].setdefault(info["local"], [])
+                if link.get("ifname") not in names:
+                    names.append(link.get("ifname"))
     return result
+
+
+# Ports PVE adds to a bridge for its guests (taps, firewall links, containers' veths): not the bridge's uplinks.
+GUEST_PORT = re.compile(r"^(tap|fwpr|fwln|veth|vmtab)")
+
+
+def ports_of(stanzas, bridge, runtime):
+    """The bridge's uplinks: its ``bridge-ports``, or for a glob/regex the kernel's members that are not guest ports."""
+    ports = settings(stanzas, bridge)[2]
+    if ports is not None:
+        return ports
+    return sorted(name for name, link in runtime["links"].items()
+                  if link.get("master") == bridge and not GUEST_PORT.match(name or ""))
 
 
 def mismatches(stanzas, bridges, runtime):
@@ -224,7 +282,7 @@ def mismatches(stanzas, bridges, runtime):
     for bridge in bridges:
         if bridge_stanza(stanzas, bridge) is None:
             continue
-        aware, vids, ports = settings(stanzas, bridge)
+        aware, vids, _ports = settings(stanzas, bridge)
         link = runtime["links"].get(bridge)
         if link is None:
             found.append("%s: no such bridge is running" % bridge)
@@ -236,7 +294,7 @@ def mismatches(stanzas, bridges, runtime):
             continue
         if not aware:
             continue
-        for port in ports:
+        for port in ports_of(stanzas, bridge, runtime):
             if port not in runtime["links"]:
                 found.append("%s: its port %s does not exist" % (bridge, port))
                 continue
@@ -249,42 +307,52 @@ def mismatches(stanzas, bridges, runtime):
 # ------------------------------------------------------------------------------------------ the controller's address
 
 def management(address, connection, runtime, resolve=None):
-    """Where the controller's address sits: {address, interface, bridge, vid, local}. ``local`` when the connection
-    does not use the network. A name is looked up with ``resolve`` (name -> [addresses], on the host) and the first
-    of its addresses the host has counts. Raises BridgeError when the address is on none of the host's interfaces."""
+    """Where the controller's address sits: {address, interface, bridge, vid, local, locations: [{address,
+    interface, bridge, vid}]}, the first location at the top level. ``local`` when the connection does not use the
+    network. A name is looked up with ``resolve`` (name -> [addresses], on the host) and every address of it the host
+    has is a location (the controller may use any of them); ``fe80::1%vmbr0.5`` names its interface. Raises
+    BridgeError when no address is on the host's interfaces."""
     if (connection or "ssh") in LOCAL_CONNECTIONS:
-        return {"address": address, "interface": None, "bridge": None, "vid": None, "local": True}
+        return {"address": address, "interface": None, "bridge": None, "vid": None, "local": True, "locations": []}
+    text, _sep, zone = (address or "").partition("%")
     try:
-        candidates = [str(ipaddress.ip_address((address or "").split("%")[0]))]
+        candidates = [str(ipaddress.ip_address(text))]
     except ValueError:
-        candidates = [str(ipaddress.ip_address(a)) for a in (resolve(address) if resolve and address else [])]
+        zone = ""
+        looked_up = resolve(address) if resolve and address else []
+        candidates = [str(ipaddress.ip_address(a.split("%")[0])) for a in looked_up]
         if not candidates:
             raise BridgeError("the address the controller uses (%r) is neither an IP address nor a name this host "
                               "resolves: set pve_bridge_management_address to the host's address it connects to"
                               % address)
-    found = [ip for ip in candidates if ip in runtime["addresses"] and not ipaddress.ip_address(ip).is_loopback]
-    if not found:
+    locations = []
+    for ip in candidates:
+        if ipaddress.ip_address(ip).is_loopback:
+            continue
+        for interface in runtime["addresses"].get(ip, []):
+            if zone and interface != zone:
+                continue
+            link = runtime["links"].get(interface) or {}
+            bridge, vid = None, None
+            if link.get("kind") == "vlan" and link.get("parent"):
+                bridge, vid = link["parent"], link.get("vlan_id")
+            elif link.get("kind") == "bridge":
+                bridge = interface
+            locations.append({"address": ip, "interface": interface, "bridge": bridge, "vid": vid})
+    if not locations:
         raise BridgeError("the controller's address %s is on none of this host's interfaces (%s): set "
                           "pve_bridge_management_address to the host's own address its traffic arrives on, so "
                           "that the change can be checked against it"
                           % (", ".join(candidates), ", ".join(sorted(runtime["addresses"])) or "none"))
-    ip = found[0]
-    interface = runtime["addresses"][ip]
-    link = runtime["links"].get(interface) or {}
-    bridge, vid = None, None
-    if link.get("kind") == "vlan" and link.get("parent"):
-        bridge, vid = link["parent"], link.get("vlan_id")
-    elif link.get("kind") == "bridge":
-        bridge = interface
-    return {"address": ip, "interface": interface, "bridge": bridge, "vid": vid, "local": False}
+    return dict(locations[0], local=False, locations=locations)
 
 
 # ------------------------------------------------------------------------------------------ the plan
 
 def plan(text, vlans, record, state, mgmt, runtime):
-    """What to write and why. ``record``: the options as they were before this collection first changed each bridge
-    ({bridges: {name: {key: value or None}}}). Returns {content, changed, record, bridges: {name: {before, after}},
-    reload, mismatches}. Raises BridgeError before anything changes."""
+    """What to write and why. ``record``: the option lines as they were before this collection first changed each
+    bridge ({bridges: {name: {key: line or None}}}, only the keys it changed). Returns {content, changed, record,
+    bridges: {name: {before, after}}, reload, mismatches}. Raises BridgeError before anything changes."""
     stanzas = parse(text)
     record = {"bridges": dict((record or {}).get("bridges") or {})}
     content = text
@@ -297,9 +365,9 @@ def plan(text, vlans, record, state, mgmt, runtime):
                 named = [s["name"] for s in stanzas if s["name"] == bridge]
                 users = [n for n, v in sorted((vlans or {}).items()) if (v.get("bridge") or DEFAULT_BRIDGE) == bridge]
                 raise BridgeError(
-                    "bridge %s (llmstack_vlans: %s) is %s: make it in PVE first (System > Network), then rerun"
-                    % (bridge, ", ".join(users),
-                       "declared without bridge-ports (not a bridge)" if named else "not in the interfaces file"))
+                    "bridge %s (pve_bridge_vlans, default llmstack_vlans: %s) is %s: make it in PVE first (System > "
+                    "Network), then rerun" % (bridge, ", ".join(users), "declared without bridge-ports (not a bridge)"
+                                              if named else "not in the interfaces file"))
             aware, vids, _ports = settings(stanzas, bridge)
             opts = options(stanza)
             after_vids = sorted(set(vids) | set(targets[bridge]))
@@ -309,44 +377,62 @@ def plan(text, vlans, record, state, mgmt, runtime):
             if after_vids != vids or VIDS not in opts:
                 values[VIDS] = format_vids(after_vids)
             if values:
-                if bridge not in record["bridges"]:
-                    record["bridges"][bridge] = dict((key, opts.get(key)) for key in MANAGED)
-                content = edit(content, bridge, values)
+                before = option_lines(content, bridge)
+                kept = dict(record["bridges"].get(bridge) or {})
+                for key in values:
+                    kept.setdefault(key, before[key])       # the line before the collection's first change
+                record["bridges"][bridge] = kept
+                content = edit(content, bridge, dict((key, option_line(content, bridge, key, value))
+                                                     for key, value in values.items()))
             report[bridge] = {"before": {"vlan_aware": aware, "vids": format_vids(vids)},
                               "after": {"vlan_aware": True, "vids": format_vids(after_vids)}}
     else:
         for bridge, previous in sorted(record["bridges"].items()):
-            stanza = bridge_stanza(stanzas, bridge)
-            if stanza is not None:
+            if bridge_stanza(stanzas, bridge) is not None:
                 aware, vids, _ports = settings(stanzas, bridge)
-                content = edit(content, bridge, dict((key, previous.get(key)) for key in MANAGED))
-                after = parse(content)
-                after_aware, after_vids, _ports = settings(after, bridge)
+                content = edit(content, bridge, dict((key, previous.get(key)) for key in MANAGED if key in previous))
+                after_aware, after_vids, _ports = settings(parse(content), bridge)
                 report[bridge] = {"before": {"vlan_aware": aware, "vids": format_vids(vids)},
                                   "after": {"vlan_aware": after_aware, "vids": format_vids(after_vids)}}
         record = {"bridges": {}}
     final = parse(content)
-    cut = cuts(final, mgmt)
-    if cut and not cuts(stanzas, mgmt):      # refused only when this change would do it, not as the file stands
-        raise BridgeError(cut)
     concerned = sorted(report)
     drift = mismatches(final, concerned, runtime) if runtime is not None else []
     changed = content != text
-    return {"content": content, "changed": changed, "record": record, "bridges": report,
-            "reload": changed or bool(drift), "mismatches": drift}
+    reload = changed or bool(drift)
+    cut = cuts(final, mgmt, runtime)
+    if cut and reload:          # a reload would apply it, whether the file changes now or changed before
+        raise BridgeError(cut)
+    return {"content": content, "changed": changed, "record": record, "bridges": report, "reload": reload,
+            "mismatches": drift}
 
 
-def cuts(stanzas, mgmt):
-    """Why the file would cut the controller's address (None when it would not)."""
-    if not mgmt or mgmt.get("local") or not mgmt.get("bridge") or mgmt.get("vid") is None:
+def cuts(stanzas, mgmt, runtime=None):
+    """Why the file, once reloaded, would cut one of the controller's addresses off (None when it would not): on a
+    VLAN interface of a VLAN-aware bridge that does not carry its VLAN, or untagged on a bridge that turns VLAN-aware
+    with a PVID other than 1 on it or its ports."""
+    if not mgmt or mgmt.get("local"):
         return None
-    bridge, vid = mgmt["bridge"], int(mgmt["vid"])
-    if bridge_stanza(stanzas, bridge) is None:
-        return None
-    aware, vids, _ports = settings(stanzas, bridge)
-    if aware and vid not in vids:
-        return ("refused: the controller reaches this host at %s on %s (VLAN %d of %s), and a VLAN-aware %s "
-                "carrying only VLAN %s would cut it off. Add a VLAN with id %d and bridge %s to llmstack_vlans "
-                "(or to the bridge's bridge-vids), or reach the host another way; nothing was changed"
-                % (mgmt["address"], mgmt["interface"], vid, bridge, bridge, format_vids(vids) or "none", vid, bridge))
+    for where in mgmt.get("locations") or [mgmt]:
+        bridge = where.get("bridge")
+        if not bridge or bridge_stanza(stanzas, bridge) is None:
+            continue
+        aware, vids, _ports = settings(stanzas, bridge)
+        if not aware:
+            continue
+        if where.get("vid") is not None and int(where["vid"]) not in vids:
+            vid = int(where["vid"])
+            return ("refused: the controller reaches this host at %s on %s (VLAN %d of %s), and a VLAN-aware %s "
+                    "carrying only VLAN %s would cut it off. Add a VLAN with id %d and bridge %s to "
+                    "pve_bridge_vlans (default llmstack_vlans), or to the bridge's bridge-vids, or reach the host "
+                    "another way; nothing was changed"
+                    % (where["address"], where["interface"], vid, bridge, bridge, format_vids(vids) or "none", vid,
+                       bridge))
+        filtering = bool(((runtime or {}).get("links", {}).get(bridge) or {}).get("vlan_filtering"))
+        pvids = untagged_vlan_options(stanzas, bridge)
+        if where.get("vid") is None and where.get("interface") == bridge and pvids and not filtering:
+            return ("refused: the controller reaches this host at %s, untagged on %s, and with VLAN filtering on "
+                    "untagged frames would follow %s instead of VLAN 1 - this change cannot tell whether that cuts "
+                    "it off. Make the bridge VLAN-aware by hand (PVE's console), then rerun; nothing was changed"
+                    % (where["address"], bridge, "; ".join(pvids)))
     return None

@@ -24,8 +24,10 @@ description:
   - Refused before anything changes - a bridge the file does not declare, an unreadable C(bridge-vids), and a
     change that would cut the controller's address off (O(management_address) on a VLAN interface of a bridge whose
     VLAN the VLAN-aware bridge would not carry).
-  - With O(state=absent), the options recorded in O(state_dir) before the first change are put back (removed where
-    there were none), and the record is removed.
+  - With O(state=absent), the option lines recorded in O(state_dir) before the first change are put back as they
+    were written (removed where there were none), and the record is removed.
+  - Refused while PVE has a pending network change (C(interfaces.new) beside O(path)), which would be applied over
+    this one.
   - With O(verify=true), nothing is changed - the task fails unless the file gives each bridge its VLANs and the
     running bridges match the file (C(ip -d -j link), C(bridge -j vlan)).
 author:
@@ -160,10 +162,11 @@ def ifupdown(module, name):
 
 def write_file(module, path, content):
     """Checked by ifupdown2's parser first, then moved into place (mode and owner of the old file kept)."""
+    ifup = ifupdown(module, "ifup")
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".interfaces-")
     with os.fdopen(fd, "w") as handle:
         handle.write(content)
-    rc, out, err = module.run_command([ifupdown(module, "ifup"), "-s", "-a", "-i", tmp])
+    rc, out, err = module.run_command([ifup, "-s", "-a", "-i", tmp])
     if rc != 0:
         os.unlink(tmp)
         module.fail_json(msg="ifupdown2's parser refused the new %s (nothing was changed): %s"
@@ -225,24 +228,43 @@ def main():
     out = {"changed": result["reload"], "reload_needed": result["reload"], "bridges": result["bridges"],
            "reloaded": False, "mismatches": result["mismatches"], "management": mgmt,
            "diff": {"before": text, "after": result["content"], "before_header": path, "after_header": path}}
-    if module.check_mode or not result["reload"]:
+    if not result["reload"]:
+        # The way back with nothing left to change (the lines were edited back by hand): the record goes, so that a
+        # later revert cannot take away what an administrator wrote since.
+        if p["state"] == "absent" and os.path.exists(record_path) and not module.check_mode:
+            write_record(module, p["state_dir"], record_path, result["record"])
+        module.exit_json(**out)
+    pending = path + ".new"
+    if os.path.exists(pending):
+        module.fail_json(msg="%s exists: a network change made in PVE's GUI is pending (Apply Configuration, or "
+                             "pvenetcommit at boot, would put it over this change). Apply or revert it in PVE first; "
+                             "nothing was changed" % pending)
+    if module.check_mode:
         module.exit_json(**out)
     if result["changed"]:
+        ifupdown(module, "ifup")
         out["backup_file"] = module.backup_local(path)
         if p["state"] == "present":
             write_record(module, p["state_dir"], record_path, result["record"])     # before: the way back first
         write_file(module, path, result["content"])
     rc, stdout, stderr = reload(module)
     if rc != 0:
+        undone = ""
         if result["changed"]:
             write_file(module, path, text)
-            reload(module)
-        undone = " (the previous file is back and reloaded)" if result["changed"] else ""
+            again = reload(module)
+            undone = (" (the previous file is back and reloaded)" if again[0] == 0 else
+                      " (the previous file is back, but reloading it failed too: %s)" % (again[2] or again[1]).strip())
         module.fail_json(msg="ifreload -a failed%s: %s" % (undone, (stderr or stdout).strip()),
                          **dict((k, v) for k, v in out.items() if k != "changed"))
     if p["state"] == "absent":
         write_record(module, p["state_dir"], record_path, result["record"])
     out["reloaded"] = True
+    after = pve_bridge.mismatches(pve_bridge.parse(result["content"]), sorted(result["bridges"]), running(module))
+    if after:
+        module.fail_json(msg="after ifreload -a the running bridges still differ from %s: %s"
+                         % (path, "; ".join(after)),
+                         **dict((k, v) for k, v in out.items() if k != "changed"))
     module.exit_json(**out)
 
 
