@@ -87,16 +87,14 @@ previous:
   type: str
 """
 
-import contextlib
 import hashlib
 import json
 import os
-import signal
 import tempfile
-import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import network_policy
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import rollback_timer as rollback_timer_lib
 
 
 def nft(module, args, script=None):
@@ -122,76 +120,26 @@ def listing(module, family, name):
 ROLLBACK_UNIT = "llmstack-nft-rollback"
 
 
-def pid_file(state_dir):
-    return os.path.join(state_dir, "rollback.pid")
+def rollback_timer(state_dir):
+    """The table's rollback: rollback.pid / rollback.unit in its state directory (module_utils/rollback_timer.py)."""
+    return rollback_timer_lib.Timer(state_dir, ROLLBACK_UNIT)
 
 
-def unit_file(state_dir):
-    """Present while the rollback is a systemd timer (its name inside), rather than a detached process."""
-    return os.path.join(state_dir, "rollback.unit")
-
-
-def systemd_running():
-    return os.path.isdir("/run/systemd/system")
-
-
-def cancel_rollback(state_dir, module=None):
+def cancel_rollback(state_dir, module):
     """Stop a pending rollback; True when one was pending."""
-    if os.path.exists(unit_file(state_dir)) and module is not None:
-        systemctl = module.get_bin_path("systemctl", required=True)
-        rc, out, err = module.run_command([systemctl, "is-active", ROLLBACK_UNIT + ".timer"])
-        pending = out.strip() == "active"
-        module.run_command([systemctl, "stop", ROLLBACK_UNIT + ".timer"])
-        module.run_command([systemctl, "reset-failed", ROLLBACK_UNIT + ".timer", ROLLBACK_UNIT + ".service"])
-        os.unlink(unit_file(state_dir))
-        return pending
-    try:
-        with open(pid_file(state_dir)) as handle:
-            pid = int(handle.read().strip())
-    except (OSError, ValueError):
-        return False
-    with contextlib.suppress(OSError):  # already gone: it ran, or the host rebooted
-        os.killpg(pid, signal.SIGTERM)
-    os.unlink(pid_file(state_dir))
-    return True
+    return rollback_timer_lib.cancel(module, rollback_timer(state_dir))
 
 
 def schedule_rollback(module, state_dir, seconds, script):
     """Arm the rollback before anything is loaded: ``script`` is loaded after ``seconds`` unless a confirmation
-    cancels it. Where systemd runs, a transient timer of its own (systemd-run: not a child of the SSH session, so
-    neither the session's end nor logind's cleanup of it takes it away); else a detached process in its own session."""
+    cancels it."""
     restore = os.path.join(state_dir, "rollback.nft")
     with open(restore, "w") as handle:
         handle.write(script)
     os.chmod(restore, 0o600)
-    run = module.get_bin_path("systemd-run")
-    if run and systemd_running():
-        systemctl = module.get_bin_path("systemctl", required=True)
-        module.run_command([systemctl, "stop", ROLLBACK_UNIT + ".timer"])
-        module.run_command([systemctl, "reset-failed", ROLLBACK_UNIT + ".timer", ROLLBACK_UNIT + ".service"])
-        rc, out, err = module.run_command([
-            run, "--unit", ROLLBACK_UNIT, "--on-active", "%ds" % seconds, "--timer-property", "AccuracySec=1s",
-            "--description", "pvegpu.llmstack: put the previous nftables table back (unconfirmed new rules)",
-            module.get_bin_path("nft", required=True), "-f", restore])
-        if rc != 0:
-            module.fail_json(msg="could not arm the rollback timer (nothing was loaded): %s" % err.strip())
-        with open(unit_file(state_dir), "w") as handle:
-            handle.write(ROLLBACK_UNIT + "\n")
-        return
-    pid_path = pid_file(state_dir)
-    # setsid --fork: the shell leads its own session, so a dropped connection does not end it and a confirmation
-    # ends it (and its sleep) with one killpg; it writes its pid, then waits.
-    script_text = "exec </dev/null >/dev/null 2>&1; echo $$ > %s; sleep %d && %s -f %s; rm -f %s" % (
-        pid_path, seconds, module.get_bin_path("nft", required=True), restore, pid_path)
-    rc, out, err = module.run_command([module.get_bin_path("setsid", required=True), "--fork", "/bin/sh", "-c",
-                                       script_text])
-    if rc != 0:
-        module.fail_json(msg="could not start the rollback: %s" % err.strip())
-    deadline = time.time() + 5
-    while not os.path.exists(pid_path):
-        if time.time() > deadline:
-            module.fail_json(msg="the rollback process did not start")
-        time.sleep(0.05)
+    rollback_timer_lib.arm(module, rollback_timer(state_dir), seconds,
+                           [module.get_bin_path("nft", required=True), "-f", restore],
+                           "pvegpu.llmstack: put the previous nftables table back (unconfirmed new rules)")
 
 
 def main():

@@ -64,6 +64,19 @@ options:
     description: Only compare the file and the running bridges with what O(vlans) asks; fail on any difference.
     type: bool
     default: false
+  rollback_seconds:
+    description:
+      - When the file changes, put the previous one back and reload it after this many seconds unless a later call
+        with O(confirm=true) cancels it - made over a new connection, this proves the reloaded network still lets
+        the controller in. Armed before the new file is written (a transient systemd timer,
+        C(llmstack-bridge-rollback.timer), where systemd runs; else a detached process).
+      - 0 - no rollback (the module warns); negative values are refused.
+    type: int
+    default: 0
+  confirm:
+    description: Cancel a pending rollback (the new file is kept); nothing else is done.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -79,6 +92,10 @@ bridges:
   description: Per bridge, C(before) and C(after) ({vlan_aware, vids}).
   returned: always
   type: dict
+rollback_pending:
+  description: Whether a rollback now waits for its confirmation.
+  returned: always
+  type: bool
 reload_needed:
   description: Whether the file changes or the running bridges differ from it (in check mode - a reload would run).
   returned: always
@@ -96,11 +113,15 @@ mismatches:
 
 import json
 import os
+import shlex
 import socket
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import pve_bridge
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import rollback_timer
+
+ROLLBACK_UNIT = "llmstack-bridge-rollback"
 
 
 def json_command(module, args):
@@ -182,6 +203,25 @@ def reload(module):
     return module.run_command([ifupdown(module, "ifreload"), "-a"])
 
 
+def timer(state_dir):
+    return rollback_timer.Timer(state_dir, ROLLBACK_UNIT, prefix="pve_bridge-")
+
+
+def arm_rollback(module, state_dir, path, text, seconds):
+    """The file as it was, put back and reloaded after ``seconds`` unless confirmed (armed before the new file)."""
+    if not os.path.isdir(state_dir):
+        os.makedirs(state_dir, 0o700)
+    saved = os.path.join(state_dir, "pve_bridge.rollback")
+    with open(saved, "w") as handle:
+        handle.write(text)
+    os.chmod(saved, 0o600)
+    rollback_timer.cancel(module, timer(state_dir))
+    ifreload = ifupdown(module, "ifreload")
+    script = "cp %s %s && mkdir -p /run/network && %s -a" % tuple(shlex.quote(part) for part in (saved, path, ifreload))
+    rollback_timer.arm(module, timer(state_dir), seconds, ["/bin/sh", "-c", script],
+                       "pvegpu.llmstack: put the previous %s back (unconfirmed bridge change)" % path)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -191,11 +231,22 @@ def main():
             management_address=dict(type="str"),
             connection=dict(type="str", default="ssh"),
             state_dir=dict(type="path", default="/etc/llmstack"),
-            verify=dict(type="bool", default=False)),
+            verify=dict(type="bool", default=False),
+            rollback_seconds=dict(type="int", default=0),
+            confirm=dict(type="bool", default=False)),
         supports_check_mode=True)
     p = module.params
     path = p["path"]
     record_path = os.path.join(p["state_dir"], pve_bridge.RECORD_NAME)
+    if p["confirm"]:
+        pending = False if module.check_mode else rollback_timer.cancel(module, timer(p["state_dir"]))
+        saved = os.path.join(p["state_dir"], "pve_bridge.rollback")
+        if os.path.exists(saved) and not module.check_mode:
+            os.unlink(saved)
+        module.exit_json(changed=False, rollback_pending=False, confirmed=pending, reloaded=False,
+                         reload_needed=False, bridges={}, mismatches=[])
+    if p["rollback_seconds"] < 0:
+        module.fail_json(msg="rollback_seconds: %d is negative (0 means no rollback)" % p["rollback_seconds"])
     try:
         with open(path) as handle:
             text = handle.read()
@@ -226,7 +277,7 @@ def main():
     except pve_bridge.BridgeError as exc:
         module.fail_json(msg=str(exc))
     out = {"changed": result["reload"], "reload_needed": result["reload"], "bridges": result["bridges"],
-           "reloaded": False, "mismatches": result["mismatches"], "management": mgmt,
+           "reloaded": False, "rollback_pending": False, "mismatches": result["mismatches"], "management": mgmt,
            "diff": {"before": text, "after": result["content"], "before_header": path, "after_header": path}}
     if not result["reload"]:
         # The way back with nothing left to change (the lines were edited back by hand): the record goes, so that a
@@ -246,10 +297,19 @@ def main():
         out["backup_file"] = module.backup_local(path)
         if p["state"] == "present":
             write_record(module, p["state_dir"], record_path, result["record"])     # before: the way back first
+        if p["rollback_seconds"] > 0:
+            arm_rollback(module, p["state_dir"], path, text, p["rollback_seconds"])
+            out["rollback_pending"] = True
+        else:
+            module.warn("rollback_seconds is 0: no safety net - a reload that cuts the controller off stays until "
+                        "someone reaches the host another way")
         write_file(module, path, result["content"])
     rc, stdout, stderr = reload(module)
     if rc != 0:
         undone = ""
+        if out["rollback_pending"]:
+            rollback_timer.cancel(module, timer(p["state_dir"]))
+            out["rollback_pending"] = False
         if result["changed"]:
             write_file(module, path, text)
             again = reload(module)

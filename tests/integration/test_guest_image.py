@@ -558,20 +558,37 @@ def bridge_runs(guest, tmp_path_factory):
                                      "roles": ["pvegpu.llmstack.pve_bridge"]}]))
     with_mgmt = json.dumps({"pve_bridge_vlans": dict(vlans, hostmgmt={"id": 5, "bridge": "vmbr0"})})
     runs = {"original": sh(guest, "cat /etc/network/interfaces"), "before": bridge_state(guest)}
-    steps = [("refused", []), ("applied", ["-e", with_mgmt]), ("rerun", ["-e", with_mgmt]),
-             ("kernel_lost_it", ["-e", with_mgmt]), ("reverted", ["-e", "pve_bridge_enabled=false"])]
-    for name, extra in steps:
+    # The module alone, as a run that dies (or loses the host) between the reload and its confirmation leaves it: a
+    # change (VLAN 40 more) with a 60 s rollback that nobody confirms (long enough for the run and the checks after
+    # it under TCG on a busy machine: a shorter one fired before the module's own check after its reload).
+    unconfirmed = base / "unconfirmed.yml"
+    unconfirmed.write_text(yaml.safe_dump([{"name": "A bridge change nobody confirms", "hosts": "all",
+                                            "gather_facts": False, "tasks": [{"pvegpu.llmstack.pve_bridge": {
+                                                "vlans": dict(vlans, hostmgmt={"id": 5}, extra={"id": 40}),
+                                                "management_address": BRIDGE_MGMT, "rollback_seconds": 60}}]}]))
+    steps = [("refused", play, []), ("applied", play, ["-e", with_mgmt]), ("rerun", play, ["-e", with_mgmt]),
+             ("kernel_lost_it", play, ["-e", with_mgmt]), ("unconfirmed", unconfirmed, []),
+             ("reverted", play, ["-e", "pve_bridge_enabled=false"])]
+    for name, playbook_file, extra in steps:
         if name == "kernel_lost_it":
             sh(guest, "ip link set vmbr0 type bridge vlan_filtering 0")
             runs["lost"] = bridge_state(guest)
         started = time.monotonic()
-        rc, out, err = playbook(str(play), "-i", str(inventory), *extra, json_output=True, timeout=600)
+        rc, out, err = playbook(str(playbook_file), "-i", str(inventory), *extra, json_output=True, timeout=600)
         report = parse_json_report(out)
         runs[name] = {"rc": rc, "stats": report["stats"].get("pve-test"), "report": report, "err": err,
                       "seconds": round(time.monotonic() - started, 1),
                       "file": sh(guest, "cat /etc/network/interfaces"), "kernel": bridge_state(guest),
+                      "timer": sh(guest, "systemctl is-active llmstack-bridge-rollback.timer", check=False).strip(),
                       "record": sh(guest, "stat -c %a /etc/llmstack/pve_bridge.json 2>/dev/null; "
                                           "cat /etc/llmstack/pve_bridge.json 2>/dev/null", check=False)}
+        if name == "unconfirmed":
+            deadline = time.monotonic() + 300        # 60 s, under TCG
+            while sh(guest, "cat /etc/network/interfaces") != runs["applied"]["file"]:
+                assert time.monotonic() < deadline, "the rollback did not put the file back"
+                time.sleep(2)
+            time.sleep(3)                            # and its ifreload -a, which runs after the copy
+            runs["rolled_back"] = {"file": sh(guest, "cat /etc/network/interfaces"), "kernel": bridge_state(guest)}
     print("pve_bridge runs: %s" % {step[0]: runs[step[0]]["seconds"] for step in steps})
     return runs
 
@@ -613,6 +630,20 @@ def test_a_rerun_changes_nothing_and_one_after_the_kernel_lost_the_setting_puts_
     assert again["rc"] == 0 and again["stats"]["changed"] == 1, failure_messages(again["report"])
     assert again["kernel"][0] == 1 and {5, 10, 20, 30} <= set(again["kernel"][1]["dummy0"])
     assert again["file"] == bridge_runs["applied"]["file"]
+
+
+def test_the_role_confirms_its_change_and_an_unconfirmed_one_is_rolled_back(bridge_runs):
+    """The role's runs confirm over a new connection (no rollback left pending); the module's change nobody confirmed
+    is put back after its 60 s: the file as it was, and the kernel without VLAN 40 on the port."""
+    assert bridge_runs["applied"]["timer"] != "active" and bridge_runs["kernel_lost_it"]["timer"] != "active"
+    unconfirmed = bridge_runs["unconfirmed"]
+    assert unconfirmed["rc"] == 0, failure_messages(unconfirmed["report"])
+    assert "bridge-vids 5 10 20 30 40" in unconfirmed["file"] and 40 in unconfirmed["kernel"][1]["dummy0"]
+    assert unconfirmed["timer"] == "active"
+    rolled_back = bridge_runs["rolled_back"]
+    assert rolled_back["file"] == bridge_runs["applied"]["file"]
+    assert rolled_back["kernel"][0] == 1 and 40 not in rolled_back["kernel"][1]["dummy0"]
+    assert {5, 10, 20, 30} <= set(rolled_back["kernel"][1]["dummy0"])
 
 
 def test_the_way_back_restores_the_file_and_the_kernel(bridge_runs):

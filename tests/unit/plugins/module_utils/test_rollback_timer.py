@@ -1,0 +1,99 @@
+"""module_utils.rollback_timer: the way back that runs by itself unless confirmed (network_policy's nftables table,
+pve_bridge's bridges). The detached-process path runs for real here (setsid, sh, sleep); the systemd path is checked
+on the systemd-run command line it builds, with a recording double for run_command (no systemd in this test's
+process tree) - tests/integration/test_guest_image.py runs it under the guest's systemd."""
+
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import rollback_timer
+
+
+class Failed(Exception):
+    pass
+
+
+class Module(object):
+    """What rollback_timer uses of an AnsibleModule; commands really run unless ``record`` is set."""
+
+    def __init__(self, record=False):
+        self.calls = []
+        self.record = record
+
+    def get_bin_path(self, name, required=False):
+        path = shutil.which(name) or ("/usr/bin/" + name if self.record else None)
+        if required and not path:
+            raise Failed("missing " + name)
+        return path
+
+    def run_command(self, argv):
+        self.calls.append(list(argv))
+        if self.record:
+            return 0, "inactive\n" if "is-active" in argv else "", ""
+        result = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return result.returncode, result.stdout, result.stderr
+
+    def fail_json(self, **kwargs):
+        raise Failed(kwargs["msg"])
+
+
+def wait_for(path, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            return True
+        time.sleep(0.1)
+    return os.path.exists(path)
+
+
+@pytest.fixture
+def detached(monkeypatch):
+    monkeypatch.setattr(rollback_timer, "systemd_running", lambda: False)
+
+
+def test_an_unconfirmed_rollback_runs_its_command(tmp_path, detached):
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
+    marker = tmp_path / "rolled back"
+    rollback_timer.arm(Module(), timer, 1, ["/bin/sh", "-c", "echo back > '%s'" % marker], "test")
+    assert os.path.exists(timer.pid_file) and timer.pid_file.endswith("test-rollback.pid")
+    assert wait_for(str(marker), 15), "the rollback did not run"
+    assert marker.read_text() == "back\n"
+    assert wait_for_gone(timer.pid_file, 5)
+
+
+def wait_for_gone(path, seconds):
+    deadline = time.monotonic() + seconds
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return not os.path.exists(path)
+
+
+def test_a_confirmed_rollback_never_runs(tmp_path, detached):
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback")
+    marker = tmp_path / "rolled back"
+    module = Module()
+    rollback_timer.arm(module, timer, 2, ["/bin/sh", "-c", "echo back > '%s'" % marker], "test")
+    assert rollback_timer.cancel(module, timer) is True
+    assert not wait_for(str(marker), 4), "a cancelled rollback ran"
+    assert rollback_timer.cancel(module, timer) is False       # nothing pending any more
+
+
+def test_under_systemd_it_is_a_transient_timer_and_cancel_stops_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(rollback_timer, "systemd_running", lambda: True)
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-bridge-rollback", prefix="pve_bridge-")
+    module = Module(record=True)
+    rollback_timer.arm(module, timer, 120, ["/bin/sh", "-c", "cp a b && ifreload -a"], "put it back")
+    run = [call for call in module.calls if call[0].endswith("systemd-run")]
+    assert run == [[run[0][0], "--unit", "llmstack-bridge-rollback", "--on-active", "120s", "--timer-property",
+                    "AccuracySec=1s", "--description", "put it back", "/bin/sh", "-c", "cp a b && ifreload -a"]]
+    with open(timer.unit_file) as handle:
+        assert handle.read() == "llmstack-bridge-rollback\n"
+    module.calls = []
+    rollback_timer.cancel(module, timer)
+    assert [call[1:] for call in module.calls] == [
+        ["is-active", "llmstack-bridge-rollback.timer"], ["stop", "llmstack-bridge-rollback.timer"],
+        ["reset-failed", "llmstack-bridge-rollback.timer", "llmstack-bridge-rollback.service"]]
+    assert not os.path.exists(timer.unit_file)
