@@ -24,7 +24,7 @@ is ever written into prometheus.yml, the compose project or Grafana's provisioni
 import ipaddress
 import re
 
-from ansible_collections.pvegpu.llmstack.plugins.module_utils import bcrypt_hash, service_start, value_checks
+from ansible_collections.pvegpu.llmstack.plugins.module_utils import bcrypt_hash, service_start, tls_proxy, value_checks
 
 # Prometheus' --storage.tsdb.retention.size: a number and a byte unit (alecthomas/units Base2Bytes).
 SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)$")
@@ -105,6 +105,8 @@ def hosts_from_topology(topology):
         elif endpoint["role"] == "tls_proxy" and endpoint["service"] == "litellm-metrics":
             entry["litellm_metrics_address"] = endpoint["address"]
             entry["litellm_metrics_port"] = endpoint["port"]
+            # The same listener serves the proxy certificates' expiry (tls_proxy_metrics_file).
+            entry["tls_expiry"] = bool(endpoint.get("expiry"))
     return hosts
 
 
@@ -146,7 +148,7 @@ def jobs_from_inventory(hosts, groups, settings):
     """The scrape jobs, each ``{name, interval, path, targets: [{address, labels}]}``.
 
     ``hosts``: inventory name -> ``{interfaces, models: [{name, port}], vllm_address, litellm_metrics_address,
-    litellm_metrics_port}`` (:func:`hosts_from_topology`); ``groups``: group name -> [hosts]; ``settings``:
+    litellm_metrics_port, tls_expiry}`` (:func:`hosts_from_topology`); ``groups``: group name -> [hosts]; ``settings``:
     ``vlan`` (where exporters listen, default mgmt), ``vllm_vlan`` (default inference), ``groups`` (our role ->
     your group name), ``node_groups``, ports and intervals."""
     errors = validate_settings(settings)
@@ -206,7 +208,7 @@ def jobs_from_inventory(hosts, groups, settings):
             address = need(host, _address(host, hosts.get(host) or {}, vlan), "node-exporter", "monitoring_vlan")
             if address:
                 node.append({"address": _hostport(address, settings.get("node_port", 9100)), "labels": {"host": host}})
-    litellm = []
+    litellm, tls = [], []
     for host in members["llm_gateways"]:
         # Only where the gateway serves its metrics to this host (the tls_proxy metrics listener): LiteLLM itself
         # listens on loopback, and a target nothing answers on would fire GatewayDown on a healthy gateway.
@@ -220,6 +222,8 @@ def jobs_from_inventory(hosts, groups, settings):
             errors.append("host %s: tls_proxy_metrics_port %r is not a TCP port (1-65535)" % (host, given))
         else:
             litellm.append({"address": _hostport(address, port), "labels": {"host": host}})
+            if hv.get("tls_expiry"):
+                tls.append({"address": _hostport(address, port), "labels": {"host": host}})
     own = {"prometheus": [], "alertmanager": [], "grafana": []}
     for host in members["observability"]:
         address = need(host, _address(host, hosts.get(host) or {}, vlan), "the monitoring stack", "monitoring_vlan")
@@ -240,6 +244,7 @@ def jobs_from_inventory(hosts, groups, settings):
     job("vllm", gpu_interval, vllm)
     job("node", interval, node)
     job("litellm", interval, litellm, path="/metrics/")
+    job("tls", interval, tls, path=tls_proxy.EXPIRY_PATH)
     for name in ("prometheus", "alertmanager", "grafana"):
         job(name, interval, own[name], basic_auth=name in WEB_FILES)
     return jobs

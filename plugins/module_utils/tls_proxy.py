@@ -13,6 +13,7 @@ read/send timeouts; Caddy's ``reverse_proxy`` gets ``flush_interval -1`` and the
 paths are proxied (not ``/metrics/``, not the admin UI unless added); everything else answers 404.
 """
 
+import calendar
 import fnmatch
 import ipaddress
 import os.path
@@ -31,6 +32,13 @@ LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 NAME_RE = re.compile(r"^(\*\.)?%s(\.%s)*$" % (LABEL, LABEL))
 CADDY_ADMIN_RE = re.compile(r"^(off|(localhost|127\.0\.0\.1|\[::1\]):[0-9]{1,5}|unix/[A-Za-z0-9._/-]+)$")
 SIZE_MB_MAX = 4096
+
+# The first line of every config this role writes: what it takes away again is only what carries it.
+MARK = "# Managed by pvegpu.llmstack (tls_proxy role)"
+# Where the metrics listener serves the certificates' expiry (tls_proxy_metrics_file), in Prometheus' text format.
+EXPIRY_PATH = "/llmstack/tls-metrics"
+EXPIRY_METRIC = "llmstack_tls_certificate_expiry_timestamp_seconds"
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class TlsProxyError(value_checks.SettingsProblems):
@@ -173,6 +181,10 @@ def validate(settings):
         elif value_checks.as_port(settings.get("metrics_port")) == value_checks.as_port(settings.get("port")) and (
                 metrics in (listen or []) or any(_unspecified(a) for a in listen or [])):
             errors.append("tls_proxy_metrics_port: the same address and port as the TLS listener (tls_proxy_port)")
+        expiry = settings.get("metrics_file")
+        if expiry not in (None, "") and not _absolute(expiry):
+            errors.append("tls_proxy_metrics_file: %r is not an absolute path ('' serves no certificate expiry)"
+                          % (expiry,))
         allow = settings.get("metrics_allow")
         if not isinstance(allow, list):
             errors.append("tls_proxy_metrics_allow: must be a list of addresses or networks")
@@ -199,7 +211,7 @@ def nginx_site(settings):
     port = int(str(settings["port"]))
     timeout = int(str(settings["timeout"]))
     lines = [
-        "# Managed by pvegpu.llmstack (tls_proxy role); edits are overwritten.",
+        MARK + "; edits are overwritten.",
         "# TLS in front of the LiteLLM gateway; SSE-safe: no buffering, no cache, no gzip, HTTP/1.1 keep-alive.",
         "upstream llmstack_gateway {",
         "    server %s;" % _host_port(settings["upstream_host"], settings["upstream_port"]),
@@ -295,8 +307,20 @@ def _nginx_metrics_server(settings):
         '        proxy_set_header Connection "";',
         "        proxy_set_header Host $host;",
         "    }",
-        "}",
     ]
+    if settings.get("metrics_file"):
+        lines += ["    # The expiry of the proxy's certificates (tls_proxy_metrics_file, written by the role's run).",
+                  "    location = %s {" % EXPIRY_PATH]
+        lines += ["        allow %s;" % _network(entry).with_prefixlen.replace("/32", "").replace("/128", "")
+                  for entry in settings.get("metrics_allow") or []]
+        lines += [
+            "        deny all;",
+            "        alias %s;" % settings["metrics_file"],
+            "        types { }",
+            '        default_type "%s";' % EXPOSITION_TYPE,
+            "    }",
+        ]
+    lines.append("}")
     return lines
 
 
@@ -321,6 +345,20 @@ def _caddy_metrics_site(settings):
             "        reverse_proxy %s" % _host_port(settings["upstream_host"], settings["upstream_port"]),
             "    }",
         ]
+        if settings.get("metrics_file"):
+            lines += [
+                "    # The expiry of the proxy's certificates (tls_proxy_metrics_file, written by the role's run).",
+                "    @expiry {",
+                "        path %s" % EXPIRY_PATH,
+                "        remote_ip %s" % " ".join(allow),
+                "    }",
+                "    handle @expiry {",
+                "        root * %s" % os.path.dirname(settings["metrics_file"]),
+                "        rewrite * /%s" % os.path.basename(settings["metrics_file"]),
+                '        header Content-Type "%s"' % EXPOSITION_TYPE,
+                "        file_server",
+                "    }",
+            ]
     lines += [
         "    handle {",
         "        respond 404",
@@ -344,7 +382,7 @@ def caddyfile(settings):
     timeout = int(str(settings["timeout"]))
     acme = settings["certificate_source"] == "acme"
     lines = [
-        "# Managed by pvegpu.llmstack (tls_proxy role); edits are overwritten.",
+        MARK + "; edits are overwritten.",
         "# TLS in front of the LiteLLM gateway; SSE-safe: reverse_proxy flushes every chunk (flush_interval -1).",
         "{",
         "    admin %s" % settings["caddy_admin"],
@@ -517,3 +555,80 @@ def nginx_test_config(main_text, main_path, site_path, candidate_path, expand):
                              "would not load the site" % (main_path, site_path)])
     out.append(main_text[position:])
     return "".join(out)
+
+
+def owned(text):
+    """True when a config text was written by this role (its first line is MARK)."""
+    return bool(text) and text.split("\n", 1)[0].startswith(MARK)
+
+
+_SERVER_BLOCK = re.compile(r"(?:^|[\s;{}])server\s*\{")
+
+
+def _uncommented(text):
+    return "\n".join(line.split("#", 1)[0] for line in text.splitlines())
+
+
+def nginx_other_sites(main_text, main_path, site_path, expand, read):
+    """The files ``main_path`` includes (directly, Debian's ``conf.d/*.conf`` and ``sites-enabled/*``) that hold a
+    ``server`` block, except ``site_path``: what nginx still serves once this role's site is gone.
+
+    ``expand`` is a glob function, ``read`` returns a file's text (None when it cannot be read)."""
+    base = os.path.dirname(main_path)
+    site = os.path.normpath(site_path)
+    found = []
+    for _start, _end, arguments in _nginx_includes(main_text):
+        if len(arguments) != 1:
+            continue
+        pattern = arguments[0] if arguments[0].startswith("/") else os.path.join(base, arguments[0])
+        for name in sorted(os.path.normpath(f) for f in expand(pattern)):
+            if name == site or name in found:
+                continue
+            text = read(name)
+            if text and _SERVER_BLOCK.search(_uncommented(text)):
+                found.append(name)
+    return found
+
+
+def leave_action(ours, serves_more, running):
+    """What becomes of a web server when this role takes its config away from it (tls_proxy_state absent, or the
+    other server after tls_proxy_server changed).
+
+    ``ours``: the role's config was there (and is being removed); ``serves_more``: the server still has a site or
+    config the role did not write; ``running``: its unit is active. Returns "stop" (stop and disable: the role's
+    config was all it served), "reload" (it keeps serving the rest), "report" (nothing of the role's: running,
+    left exactly as it is) or "none"."""
+    if not ours:
+        return "report" if running else "none"
+    if serves_more:
+        return "reload" if running else "none"
+    return "stop"
+
+
+def _asn1_time(value):
+    """Seconds since the epoch of an ASN.1 time as community.crypto returns it (``20271107120000Z``)."""
+    match = re.match(r"^(\d{4})(\d{2})(\d{2})(\d{2})(\d{2})(\d{2})Z$", str(value or ""))
+    if not match:
+        raise TlsProxyError(["%r is not an ASN.1 time (YYYYMMDDHHMMSSZ)" % (value,)])
+    return calendar.timegm(tuple(int(part) for part in match.groups()) + (0, 0, 0))
+
+
+def _label(value):
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def expiry_metrics(certificates):
+    """The text the metrics listener serves at EXPIRY_PATH: one sample per certificate, its notAfter in seconds.
+
+    ``certificates``: [{"certificate": "server" | "ca" | "client/NAME", "file": path, "not_after": ASN.1 time or
+    None}] - one whose notAfter is unknown (check mode before the first run) has no sample. The value is fixed
+    until the certificate changes, so the file changes only when a certificate does."""
+    lines = ["# HELP %s When the certificate stops being valid (notAfter), as the tls_proxy role read it on its last "
+             "run." % EXPIRY_METRIC,
+             "# TYPE %s gauge" % EXPIRY_METRIC]
+    for entry in certificates:
+        if entry.get("not_after") in (None, ""):
+            continue
+        lines.append('%s{certificate="%s",file="%s"} %d' % (EXPIRY_METRIC, _label(entry["certificate"]),
+                                                            _label(entry["file"]), _asn1_time(entry["not_after"])))
+    return "\n".join(lines) + "\n"

@@ -42,7 +42,7 @@ ROLE_SETTINGS = {
     "vllm": ("vllm_bind_address", "vllm_api_key_enabled", "vllm_dir"),
     "litellm": ("litellm_bind_address", "litellm_port", "litellm_dir", "litellm_database", "litellm_shared_vlan"),
     "tls_proxy": ("tls_proxy_listen_addresses", "tls_proxy_port", "tls_proxy_metrics_listen_address",
-                  "tls_proxy_metrics_port", "tls_proxy_client_sources"),
+                  "tls_proxy_metrics_port", "tls_proxy_client_sources", "tls_proxy_metrics_file"),
     "langfuse": ("langfuse_bind_address", "langfuse_port", "langfuse_s3_port", "langfuse_dir"),
     "monitoring": ("monitoring_dir", "monitoring_bind_address", "monitoring_prometheus_port",
                    "monitoring_alertmanager_port", "monitoring_grafana_port", "monitoring_node_exporter_port",
@@ -325,7 +325,7 @@ def endpoints(groups, hosts, settings, vlans):
         # observability hosts only (LiteLLM itself stays on loopback: its admin API never leaves the host).
         add("tls_proxy", "litellm-metrics", host, "tls_proxy_metrics_listen_address",
             mine.get("tls_proxy_metrics_listen_address"), "tls_proxy_metrics_port", mine.get("tls_proxy_metrics_port"),
-            observers, optional=True)
+            observers, optional=True, expiry=mine.get("tls_proxy_metrics_file") not in (None, ""))
     # Several gateways share the first one's PostgreSQL (litellm_database) and Redis, published on its address on
     # litellm_shared_vlan (litellm_config.compose): the other gateways are their consumers.
     if len(gateways) > 1:

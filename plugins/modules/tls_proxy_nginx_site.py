@@ -18,7 +18,10 @@ description:
     names it, by path or glob), runs C(nginx -t) on that, and only then moves the new file over O(path) in one
     rename. When nginx rejects it, the site in place is never touched and the module fails with nginx's message.
   - The site must be included directly by O(main_config) (Debian's C(include /etc/nginx/conf.d/*.conf;)).
-  - The logic that builds the test config is in plugins/module_utils/tls_proxy.py (C(nginx_test_config)).
+  - With O(state=absent) the site is removed only when this role wrote it (its first line says so); a file of
+    the same name that is not the role's is left as it is (RV(foreign)). Either way the module returns which other
+    files the main config loads that hold a C(server) block (RV(other_sites)), that is what nginx still serves.
+  - The logic is in plugins/module_utils/tls_proxy.py (C(nginx_test_config), C(owned), C(nginx_other_sites)).
 author:
   - pvegpu.llmstack contributors (@pvegpu)
 extends_documentation_fragment:
@@ -26,9 +29,13 @@ extends_documentation_fragment:
   - pvegpu.llmstack.attributes.host_diff
 options:
   content:
-    description: The site's text.
+    description: The site's text (required with O(state=present)).
     type: str
-    required: true
+  state:
+    description: C(present) writes the site, C(absent) removes it if this role wrote it.
+    type: str
+    choices: [present, absent]
+    default: present
   path:
     description: The site file.
     type: path
@@ -53,9 +60,24 @@ EXAMPLES = r"""
     content: "{{ tls_proxy_rendered.config }}"
     path: /etc/nginx/conf.d/llmstack-gateway.conf
     main_config: /etc/nginx/nginx.conf
+
+- name: Take the site away (only if this role wrote it); what else does nginx serve?
+  pvegpu.llmstack.tls_proxy_nginx_site:
+    path: /etc/nginx/conf.d/llmstack-gateway.conf
+    state: absent
+  register: site
 """
 
 RETURN = r"""
+foreign:
+  description: With O(state=absent), the file exists and was not written by this role (it was left in place).
+  returned: always
+  type: bool
+other_sites:
+  description: With O(state=absent), the other files the main config loads that hold a C(server) block.
+  returned: always
+  type: list
+  elements: str
 path:
   description: The site file.
   returned: always
@@ -82,6 +104,15 @@ def _read(path):
         return None
 
 
+def _read_any(path):
+    """A loaded file's text, or None when it cannot be read (a directory, a dangling link)."""
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _temp(directory, prefix, suffix, content):
     handle, name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=directory)
     with os.fdopen(handle, "w") as out:
@@ -89,20 +120,40 @@ def _temp(directory, prefix, suffix, content):
     return name
 
 
+def absent(module):
+    path, main_config = module.params["path"], module.params["main_config"]
+    before = _read(path)
+    ours = tls_proxy.owned(before)
+    result = {"changed": ours, "path": path, "foreign": before is not None and not ours}
+    if module._diff:
+        result["diff"] = {"before": before or "", "after": before if not ours else "", "before_header": path,
+                          "after_header": path}
+    main_text = _read(main_config)
+    result["other_sites"] = [] if main_text is None else tls_proxy.nginx_other_sites(
+        main_text, main_config, path, glob.glob, _read_any)
+    if ours and not module.check_mode:
+        os.unlink(path)
+    module.exit_json(**result)
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            content=dict(type="str", required=True),
+            content=dict(type="str"),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
             path=dict(type="path", required=True),
             main_config=dict(type="path", default="/etc/nginx/nginx.conf"),
             test=dict(type="bool", default=True),
             mode=dict(type="str", default="0644"),
         ),
+        required_if=[("state", "present", ["content"])],
         supports_check_mode=True,
     )
+    if module.params["state"] == "absent":
+        absent(module)
     path, content = module.params["path"], module.params["content"]
     before = _read(path)
-    result = {"changed": before != content, "path": path}
+    result = {"changed": before != content, "path": path, "foreign": False, "other_sites": []}
     if module._diff:
         result["diff"] = {"before": before or "", "after": content, "before_header": path, "after_header": path}
     if not result["changed"] or module.check_mode:

@@ -29,6 +29,7 @@ import ssl
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -36,6 +37,7 @@ import zlib
 import pytest
 import yaml
 from conftest import parse_json_report, playbook
+from cryptography import x509
 
 pytestmark = pytest.mark.slow
 
@@ -221,6 +223,7 @@ class Proxy:
         self.site = base / ("Caddyfile" if server == "caddy" else "site.conf")
         self.main = base / "nginx.conf"
         self.main.write_text(NGINX_MAIN.format(d=base, site=base / "site.conf"))
+        self.expiry_dir = tempfile.mkdtemp(prefix="llmstack-tls-expiry-")
         self.proc = None
 
     def inventory(self, **extra):
@@ -240,6 +243,9 @@ class Proxy:
                 "tls_proxy_nginx_main_config": str(self.main),
                 "tls_proxy_caddyfile_path": str(self.base / "Caddyfile"),
                 "tls_proxy_caddy_admin": "off",
+                "tls_proxy_state_dir": str(self.base / "state"),
+                # A directory the server's workers may read (nginx's run as nobody; the temp dir is root's only).
+                "tls_proxy_metrics_file": os.path.join(self.expiry_dir, "tls.prom"),
                 "tls_proxy_client_certificates": ["agent"]}
         host.update(extra)
         path = self.base / "hosts.yml"
@@ -266,6 +272,10 @@ class Proxy:
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         assert wait_port(self.port), "%s did not listen on %d" % (self.server, self.port)
         return self
+
+    def close(self):
+        self.stop()
+        shutil.rmtree(self.expiry_dir, ignore_errors=True)
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -296,10 +306,12 @@ def proxy(request, tmp_path_factory, upstream):
     if shutil.which(request.param) is None:
         pytest.fail("%s is not installed: run make setup" % request.param)
     proxy = Proxy(tmp_path_factory.mktemp(request.param), request.param, upstream)
-    proxy.first_stats = proxy.apply()
-    proxy.start()
-    yield proxy
-    proxy.stop()
+    try:
+        proxy.first_stats = proxy.apply()
+        proxy.start()
+        yield proxy
+    finally:
+        proxy.close()
 
 
 def test_first_run_made_the_pki_with_private_keys_0600(proxy):
@@ -415,6 +427,24 @@ def test_litellm_metrics_are_served_in_plain_http_to_the_monitoring_hosts_only(p
             response.read()
             return response.status
 
+        # Issue #34 item 6: the certificates' expiry, as Prometheus reads it (job "tls"), equal to each file's
+        # notAfter as the cryptography library reads it (not the role's parser).
+        conn = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=10, source_address=("127.0.0.2", 0))
+        conn.request("GET", "/llmstack/tls-metrics")
+        response = conn.getresponse()
+        body = response.read().decode()
+        assert response.status == 200 and response.getheader("Content-Type").startswith("text/plain"), body
+        served = {}
+        for line in body.splitlines():
+            if line and not line.startswith("#"):
+                labels, value = line.rsplit(" ", 1)
+                served[labels[labels.index('certificate="') + 13:].split('"')[0]] = int(value)
+        wanted = {name: int(x509.load_pem_x509_certificate(path.read_bytes()).not_valid_after_utc.timestamp())
+                  for name, path in (("server", proxy.pki / "server.crt"), ("ca", proxy.pki / "ca.crt"),
+                                     ("client/agent", proxy.pki / "clients" / "agent.crt"))}
+        assert served == wanted
+        assert get("/llmstack/tls-metrics", "127.0.0.3") in (403, 404)
+
         before = len(upstream.requests)
         assert get("/metrics/", "127.0.0.2") == 200
         assert get("/metrics", "127.0.0.2") == 200
@@ -433,7 +463,7 @@ def nginx_proxy(tmp_path_factory, upstream):
     proxy = Proxy(tmp_path_factory.mktemp("nginx-control"), "nginx", upstream)
     proxy.apply()
     yield proxy
-    proxy.stop()
+    proxy.close()
 
 
 def locations(dump):
@@ -553,3 +583,5 @@ def test_bad_settings_are_named_before_anything_changes(tmp_path, upstream):
                      "tls_proxy_acme_email: 'ops@example.org\\n}\\nimport evil' is not an e-mail address"):
         assert fragment in out, out[-3000:]
     assert not proxy.pki.exists() and not (tmp_path / "site.conf").exists()
+    assert os.listdir(proxy.expiry_dir) == [] and not (tmp_path / "state").exists()
+    proxy.close()

@@ -372,3 +372,23 @@ def test_a_web_user_basic_auth_or_the_shell_would_misread_is_refused(user):
 def test_a_web_password_bcrypt_cannot_hash_is_named():
     with pytest.raises(monitoring.MonitoringError, match="monitoring web password: .*longer than 72 bytes"):
         monitoring.web_config("llmstack", "x" * 80)
+
+
+def test_the_tls_job_scrapes_the_certificates_expiry_where_the_gateway_serves_it():
+    hosts, groups = inventory()
+    hosts["gw"]["tls_expiry"] = True
+    jobs = by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
+    assert jobs["tls"]["path"] == "/llmstack/tls-metrics"
+    wanted = [{"address": "10.0.10.12:9402", "labels": {"host": "gw"}}]
+    assert jobs["tls"]["targets"] == jobs["litellm"]["targets"] == wanted
+    hosts["gw"]["tls_expiry"] = False
+    assert "tls" not in by_name(monitoring.jobs_from_inventory(hosts, groups, {}))
+
+
+def test_the_topology_says_whether_the_gateway_serves_its_certificates_expiry():
+    topo = {"hosts": {"gw": {"addresses": {"mgmt": "10.0.10.12"}}},
+            "endpoints": [{"role": "tls_proxy", "service": "litellm-metrics", "host": "gw", "address": "10.0.10.12",
+                           "port": 9402, "expiry": True}]}
+    assert monitoring.hosts_from_topology(topo)["gw"]["tls_expiry"] is True
+    topo["endpoints"][0]["expiry"] = False
+    assert monitoring.hosts_from_topology(topo)["gw"]["tls_expiry"] is False

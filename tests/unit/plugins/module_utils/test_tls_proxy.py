@@ -217,3 +217,94 @@ def test_nginx_itself_accepts_the_test_config_and_rejects_a_bad_candidate(tmp_pa
         results[name] = (run.returncode, run.stderr)
     assert results["good"][0] == 0, results["good"]
     assert results["bad"][0] != 0 and "no_such_directive" in results["bad"][1] and ".gw.conf.bad" in results["bad"][1]
+
+
+# What the role takes away (tls_proxy_state absent, or the other server after tls_proxy_server changed): only what
+# it wrote; the server stays up while it serves anything else.
+def test_only_a_config_whose_first_line_is_the_roles_is_its_own():
+    assert tls_proxy.owned(tls_proxy.nginx_site(settings()))
+    assert tls_proxy.owned(tls_proxy.caddyfile(settings(server="caddy")))
+    assert not tls_proxy.owned("server { listen 8080; }\n")
+    assert not tls_proxy.owned("# a site of mine, copied from a gist that said\n# Managed by pvegpu.llmstack "
+                               "(tls_proxy role)\n")
+    assert not tls_proxy.owned("") and not tls_proxy.owned(None)
+
+
+def test_the_other_sites_are_the_included_files_with_a_server_block_but_ours():
+    files = {
+        "/etc/nginx/modules-enabled/50-mod-stream.conf": "load_module modules/ngx_stream_module.so;\n",
+        "/etc/nginx/mime.types": "types { text/html html; }\n",
+        "/etc/nginx/conf.d/llmstack-gateway.conf": "# Managed by pvegpu.llmstack (tls_proxy role)\nserver {}\n",
+        "/etc/nginx/conf.d/upstreams.conf": "upstream app { server 127.0.0.1:9000; }\n",
+        "/etc/nginx/conf.d/commented.conf": "# server {\n#   listen 81;\n# }\n",
+        "/etc/nginx/sites-enabled/wiki": "server{listen 8080;}\n",
+        "/etc/nginx/sites-enabled/subdir": None,
+    }
+    globs = {"/etc/nginx/modules-enabled/*.conf": ["/etc/nginx/modules-enabled/50-mod-stream.conf"],
+             "/etc/nginx/mime.types": ["/etc/nginx/mime.types"],
+             "/etc/nginx/conf.d/*.conf": ["/etc/nginx/conf.d/upstreams.conf", "/etc/nginx/conf.d/llmstack-gateway.conf",
+                                          "/etc/nginx/conf.d/commented.conf"],
+             "/etc/nginx/sites-enabled/*": ["/etc/nginx/sites-enabled/wiki", "/etc/nginx/sites-enabled/subdir"]}
+    other = tls_proxy.nginx_other_sites(DEBIAN_MAIN, "/etc/nginx/nginx.conf", "/etc/nginx/conf.d/llmstack-gateway.conf",
+                                        lambda pattern: globs.get(pattern, []), files.get)
+    assert other == ["/etc/nginx/sites-enabled/wiki"]
+    # Our site alone: nothing else is served.
+    globs["/etc/nginx/sites-enabled/*"] = []
+    assert tls_proxy.nginx_other_sites(DEBIAN_MAIN, "/etc/nginx/nginx.conf",
+                                       "/etc/nginx/conf.d/llmstack-gateway.conf",
+                                       lambda pattern: globs.get(pattern, []), files.get) == []
+
+
+@pytest.mark.parametrize("ours, serves_more, running, action", [
+    (True, False, True, "stop"),      # the role's site was all nginx served
+    (True, False, False, "stop"),     # stopped already: still disabled, it would serve nothing at boot
+    (True, True, True, "reload"),     # other sites: nginx keeps serving them
+    (True, True, False, "none"),      # not running: the role does not start it
+    (False, True, True, "report"),    # nothing of the role's: a foreign server is left alone
+    (False, False, True, "report"),
+    (False, False, False, "none"),
+])
+def test_a_server_is_stopped_only_when_the_roles_config_was_all_it_served(ours, serves_more, running, action):
+    assert tls_proxy.leave_action(ours, serves_more, running) == action
+
+
+def test_the_certificates_expiry_is_their_not_after_in_seconds_and_unknown_ones_are_left_out():
+    import datetime
+    text = tls_proxy.expiry_metrics([
+        {"certificate": "server", "file": "/etc/llmstack/tls/server.crt", "not_after": "20271107120000Z"},
+        {"certificate": "ca", "file": "/etc/llmstack/tls/ca.crt", "not_after": None},
+        {"certificate": "client/openclaw", "file": '/odd"name.crt', "not_after": "20360101000001Z"},
+    ])
+    samples = [line for line in text.splitlines() if not line.startswith("#")]
+    server = datetime.datetime(2027, 11, 7, 12, 0, 0, tzinfo=datetime.UTC).timestamp()
+    client = datetime.datetime(2036, 1, 1, 0, 0, 1, tzinfo=datetime.UTC).timestamp()
+    assert samples == [
+        'llmstack_tls_certificate_expiry_timestamp_seconds{certificate="server",file="/etc/llmstack/tls/server.crt"} '
+        '%d' % server,
+        'llmstack_tls_certificate_expiry_timestamp_seconds{certificate="client/openclaw",file="/odd\\"name.crt"} '
+        '%d' % client,
+    ]
+    assert "# TYPE llmstack_tls_certificate_expiry_timestamp_seconds gauge" in text
+    with pytest.raises(tls_proxy.TlsProxyError):
+        tls_proxy.expiry_metrics([{"certificate": "server", "file": "/x", "not_after": "Nov  7 12:00:00 2027 GMT"}])
+
+
+@pytest.mark.parametrize("server", ["nginx", "caddy"])
+def test_the_metrics_listener_serves_the_expiry_file_to_the_monitoring_hosts_only(server):
+    config = tls_proxy.render(settings(server=server, metrics_listen_address="10.0.10.12", metrics_port=9402,
+                                       metrics_allow=["10.0.10.30"],
+                                       metrics_file="/var/lib/llmstack/tls_proxy/tls.prom"))["config"]
+    metrics = config[config.index("9402"):]
+    assert "/llmstack/tls-metrics" in metrics and "10.0.10.30" in metrics
+    if server == "nginx":
+        block = metrics[metrics.index("location = /llmstack/tls-metrics"):]
+        block = block[:block.index("}")]
+        assert "allow 10.0.10.30;" in block and "deny all;" in block
+        assert "alias /var/lib/llmstack/tls_proxy/tls.prom;" in block
+    else:
+        assert "root * /var/lib/llmstack/tls_proxy" in metrics and "rewrite * /tls.prom" in metrics
+    without = tls_proxy.render(settings(server=server, metrics_listen_address="10.0.10.12", metrics_port=9402,
+                                        metrics_allow=["10.0.10.30"], metrics_file=""))["config"]
+    assert "tls-metrics" not in without
+    assert any("tls_proxy_metrics_file" in e for e in tls_proxy.validate(settings(
+        metrics_listen_address="10.0.10.12", metrics_port=9402, metrics_file="tls.prom")))
