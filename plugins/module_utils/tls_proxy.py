@@ -168,6 +168,11 @@ def validate(settings):
     if server == "caddy" and not CADDY_ADMIN_RE.match(str(settings.get("caddy_admin", ""))):
         errors.append("tls_proxy_caddy_admin: %r must be off, a loopback host:port or unix/PATH (Caddy's admin API "
                       "must never listen on the network)" % (settings.get("caddy_admin"),))
+    # Written on every run, whether or not the metrics listener serves it.
+    expiry = settings.get("metrics_file")
+    if expiry not in (None, "") and not _absolute(expiry):
+        errors.append("tls_proxy_metrics_file: %r is not an absolute path ('' writes and serves no certificate "
+                      "expiry)" % (expiry,))
     metrics = settings.get("metrics_listen_address")
     if metrics not in (None, ""):
         if _address(metrics) is None:
@@ -181,10 +186,6 @@ def validate(settings):
         elif value_checks.as_port(settings.get("metrics_port")) == value_checks.as_port(settings.get("port")) and (
                 metrics in (listen or []) or any(_unspecified(a) for a in listen or [])):
             errors.append("tls_proxy_metrics_port: the same address and port as the TLS listener (tls_proxy_port)")
-        expiry = settings.get("metrics_file")
-        if expiry not in (None, "") and not _absolute(expiry):
-            errors.append("tls_proxy_metrics_file: %r is not an absolute path ('' serves no certificate expiry)"
-                          % (expiry,))
         allow = settings.get("metrics_allow")
         if not isinstance(allow, list):
             errors.append("tls_proxy_metrics_allow: must be a list of addresses or networks")

@@ -2,10 +2,11 @@
 systemd container from localhost/llmstack-debian13-systemd with Debian's nginx and Caddy installed and running
 before the role, each with a config of the host's own - an nginx site on 127.0.0.1:8080 and a Caddyfile on
 127.0.0.1:8081. The role then runs as on a gateway (services started, TLS on 127.0.0.1:8443; no LiteLLM behind it,
-so the API answers 502, which the role's verify accepts): nginx present, a rerun, a switch to Caddy, Caddy absent,
-nginx present again and nginx absent. After every step the host's own sites still answer, and each server is
-stopped only when the role's config was all it served. Everything here is real (the role, systemd, nginx, Caddy);
-nothing is a double.
+so the API answers 502, which the role's verify accepts): check mode first, nginx present, a rerun, a switch to
+Caddy and back, Caddy again and absent, nginx present again and nginx absent. After every step the host's own
+sites still answer (the host's Caddyfile while it is not replaced by the role's), and each server is stopped only
+when the role's config was all it served. Everything here is real (the role, systemd, nginx, Caddy); nothing is a
+double.
 
 Before this, the role stopped and disabled the other server whenever it ran (the host's Caddy site went down with
 nginx present), and absent stopped nginx with every other site on it."""
@@ -80,6 +81,8 @@ def host(tmp_path_factory):
                "nginx caddy curl python3-cryptography >/dev/null")
         podman("exec", "-i", NAME, "sh", "-c", "cat >/etc/nginx/conf.d/wiki.conf", stdin=WIKI)
         podman("exec", "-i", NAME, "sh", "-c", "cat >/etc/caddy/Caddyfile", stdin=CADDYFILE)
+        inside("chown", "root:caddy", "/etc/caddy/Caddyfile")
+        inside("chmod", "0640", "/etc/caddy/Caddyfile")
         inside("systemctl", "enable", "--now", "nginx", "caddy")
         inside("systemctl", "reload-or-restart", "nginx")
         inside("systemctl", "restart", "caddy")
@@ -109,6 +112,10 @@ def test_the_hosts_own_sites_survive_present_a_switch_and_absent(host):
     assert answer(wiki) == "200:wiki" and answer(mine) == "200:mine"
     assert answer("http://127.0.0.1:80/").startswith("200:")  # Debian's default nginx site
 
+    # Check mode before the role ever ran, on a host whose Caddyfile is its own: a prediction, no failure.
+    assert run(host, "--check", "-e", "tls_proxy_server=caddy")["failures"] == 0
+    assert inside("cat", "/etc/caddy/Caddyfile").stdout == CADDYFILE
+
     # nginx present: its TLS site is added beside the wiki; the host's own Caddy is left running (and reported).
     assert run(host, "-e", "tls_proxy_server=nginx")["changed"] > 0
     assert answer(tls).startswith("502:")
@@ -125,9 +132,21 @@ def test_the_hosts_own_sites_survive_present_a_switch_and_absent(host):
     assert wait_for(tls, "502:").startswith("502:")
     assert inside("cat", "/etc/llmstack/tls_proxy/Caddyfile").stdout == CADDYFILE
 
-    # Caddy absent: the host's Caddyfile comes back and Caddy serves it again.
+    # And back to nginx: the role's Caddyfile goes and Caddy, which served nothing else, is stopped and disabled.
+    # The kept Caddyfile is not put back on a switch (Debian's own serves :80, which nginx may hold): only by absent.
+    assert run(host, "-e", "tls_proxy_server=nginx")["changed"] > 0
+    assert inside("test", "-e", "/etc/caddy/Caddyfile", check=False).returncode == 1
+    assert active("caddy") == "inactive"
+    assert inside("systemctl", "is-enabled", "caddy", check=False).stdout.strip() == "disabled"
+    assert answer(tls).startswith("502:") and answer(wiki) == "200:wiki"
+
+    # Caddy again (no Caddyfile now: nothing more to keep), then Caddy absent: the host's first Caddyfile comes back
+    # with its owner and mode, and Caddy serves it again.
+    assert run(host, "-e", "tls_proxy_server=caddy")["changed"] > 0
+    assert wait_for(tls, "502:").startswith("502:")
     assert run(host, "-e", "tls_proxy_server=caddy", "-e", "tls_proxy_state=absent")["changed"] > 0
     assert inside("cat", "/etc/caddy/Caddyfile").stdout == CADDYFILE
+    assert inside("stat", "-c", "%U:%G %a", "/etc/caddy/Caddyfile").stdout.strip() == "root:caddy 640"
     assert active("caddy") == "active" and wait_for(mine, "200:mine") == "200:mine"
     assert answer(tls) == "000:" and answer(wiki) == "200:wiki"
 

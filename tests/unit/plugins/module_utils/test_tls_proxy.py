@@ -308,3 +308,5 @@ def test_the_metrics_listener_serves_the_expiry_file_to_the_monitoring_hosts_onl
     assert "tls-metrics" not in without
     assert any("tls_proxy_metrics_file" in e for e in tls_proxy.validate(settings(
         metrics_listen_address="10.0.10.12", metrics_port=9402, metrics_file="tls.prom")))
+    # Written on every run: checked with the listener off too.
+    assert any("tls_proxy_metrics_file" in e for e in tls_proxy.validate(settings(metrics_file="tls.prom")))
