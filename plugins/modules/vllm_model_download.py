@@ -14,13 +14,15 @@ short_description: Download a Hugging Face model into the cache until it is comp
 version_added: 0.2.0
 description:
   - A model counts as on disk only when every file of the repository at its commit (the Hub's tree listing, less
-    O(exclude)) is in the cache's snapshot with the Hub's size, and each LFS file's blob is named by the Hub's
-    sha256. The listing checked is recorded next to the cache (C(.llmstack-download.json)); later runs check the
-    files against the record and do not ask the Hub.
+    O(exclude)) is in the cache's snapshot with the Hub's size, each LFS file's blob is named by the Hub's sha256,
+    and C(refs/<revision>) names that commit. The listing checked is recorded next to the cache
+    (C(.llmstack-download.<revision>.json)); later runs check the files against the record and do not ask the Hub.
   - Otherwise (a first download, or one that was killed or failed half-way) it removes the partial files a killed
-    C(hf download) left in C(blobs/) (huggingface_hub never resumes another process's partial file, so they only
-    take disk space), runs C(hf download) again - the files already complete are kept - then reads the Hub's listing
-    and checks the cache against it; it fails naming the files still missing or wrong.
+    C(hf download) left in C(blobs/) whose lock no download holds (huggingface_hub 2.x never resumes another
+    process's partial file, so they only take disk space), runs C(hf download) again - the files already complete
+    are kept - then reads the Hub's listing and checks the cache against it (at the commit the download wrote to
+    C(refs/<revision>)); it fails naming the files still missing or wrong, or saying that the Hub's listing could
+    not be read.
   - With O(download=false) it changes nothing and only reports (RV(complete), RV(missing), RV(leftovers)).
   - The logic is in plugins/module_utils/hf_cache.py.
 author:
@@ -98,6 +100,7 @@ leftovers:
   elements: str
 """
 
+import fcntl
 import json
 import os
 
@@ -121,13 +124,15 @@ def _get(module, url):
     return body, following
 
 
-def hub_listing(module):
-    """(commit, tree) of the repository at the revision, from the Hub's API (the tree paginated by Link)."""
+def hub_listing(module, commit=None):
+    """(commit, tree) of the repository at the revision, from the Hub's API (the tree paginated by Link). ``commit``:
+    the one the download just wrote to refs/<revision>; else the Hub resolves the revision."""
     base = module.params["endpoint"].rstrip("/")
     repo = module.params["model"]
-    info, _ignored = _get(module, "%s/api/models/%s/revision/%s" % (base, repo, quote(module.params["revision"],
-                                                                                      safe="")))
-    commit = info.get("sha")
+    if not commit:
+        info, _ignored = _get(module, "%s/api/models/%s/revision/%s"
+                              % (base, repo, quote(module.params["revision"], safe="")))
+        commit = info.get("sha")
     if not commit:
         module.fail_json(msg="%s: the Hub's answer for revision %s has no commit" % (repo, module.params["revision"]))
     tree, url = [], "%s/api/models/%s/tree/%s?recursive=true" % (base, repo, commit)
@@ -135,6 +140,19 @@ def hub_listing(module):
         page, url = _get(module, url)
         tree.extend(page)
     return commit, tree
+
+
+def _in_use(path):
+    """True while another process holds huggingface_hub's lock of that blob (a download running now)."""
+    if not os.path.exists(path):
+        return False
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
 
 
 def _say(found):
@@ -167,8 +185,14 @@ def main():
     result["changed"] = True
     if module.check_mode:
         module.exit_json(**result)
+    record = hf_cache.record_path(folder, params["revision"])
+    if os.path.exists(record):
+        os.unlink(record)  # complete again only once checked below
     for path, _size in state["leftovers"]:
-        os.unlink(path)
+        if _in_use(hf_cache.lock_path(folder, path)):
+            continue
+        if os.path.exists(path):
+            os.unlink(path)
     hf = params["hf"] if os.path.isabs(params["hf"]) else module.get_bin_path(params["hf"], required=True)
     argv = [hf, "download", params["model"], "--revision", params["revision"]]
     for pattern in params["exclude"]:
@@ -181,16 +205,21 @@ def main():
         said = (err or out).strip()[-2000:]
         module.fail_json(msg="hf download %s failed (rc %d): %s" % (params["model"], rc, said), rc=rc, stderr=said,
                          **result)
-    commit, tree = hub_listing(module)
+    try:
+        commit, tree = hub_listing(module, hf_cache.ref_commit(folder, params["revision"]))
+    except Exception as exc:  # pylint: disable=broad-except  # urllib's, the socket's and JSON errors alike
+        module.fail_json(msg="%s: hf download ended, but the Hub's file listing (%s) could not be read to check the "
+                         "cache against it: %s. Set vllm_hf_endpoint to a mirror that serves the Hub's API, or "
+                         "run again once the Hub answers." % (params["model"], params["endpoint"], exc), **result)
     files = hf_cache.expected_files(tree, params["exclude"])
     checked = hf_cache.check(folder, commit, files)
     result.update(commit=commit, complete=checked["complete"], missing=checked["missing"] + checked["wrong"])
     if not checked["complete"]:
         module.fail_json(msg="hf download %s ended, but the cache does not hold the Hub's files at %s: %s"
                          % (params["model"], commit, "; ".join(result["missing"][:20])), **result)
-    with open(os.path.join(folder, hf_cache.RECORD + ".tmp"), "w") as handle:
+    with open(record + ".tmp", "w") as handle:
         handle.write(hf_cache.record_text(params["revision"], commit, files, params["exclude"]))
-    os.rename(os.path.join(folder, hf_cache.RECORD + ".tmp"), os.path.join(folder, hf_cache.RECORD))
+    os.rename(record + ".tmp", record)
     module.exit_json(**result)
 
 

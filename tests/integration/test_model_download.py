@@ -134,6 +134,17 @@ def hub():
     server.close()
 
 
+def partial_size(folder, etag):
+    """Bytes of the weights' partial file so far (0 while there is none: hf writes in 10 MiB pieces)."""
+    total = 0
+    for path in (folder / "blobs").glob(etag + ".*.incomplete"):
+        try:
+            total = max(total, path.stat().st_size)
+        except OSError:
+            continue
+    return total
+
+
 def hf_env(home, hub):
     env = dict(os.environ, HF_HOME=str(home), HF_ENDPOINT=hub.url, HF_HUB_DISABLE_XET="1",
                HF_HUB_DISABLE_TELEMETRY="1")
@@ -166,16 +177,16 @@ def test_a_killed_download_is_completed_and_recorded_and_the_rerun_asks_nothing(
     proc = subprocess.Popen([os.path.join(BIN, "hf"), "download", REPO, "--exclude", "*consolidated*"],
                             env=hf_env(home, hub), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
+    weights = hashlib.sha256(hub.files["model.safetensors"][0]).hexdigest()
     deadline = time.time() + 60
-    while time.time() < deadline and not any(p.stat().st_size > 0 for p in (folder / "blobs").glob("*.incomplete")):
+    while time.time() < deadline and partial_size(folder, weights) == 0:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     # What the old role looked at: snapshots/ exists, so it took the model as downloaded.
     assert (folder / "snapshots").is_dir() and (snapshot / "config.json").exists()
     assert not (snapshot / "model.safetensors").exists()
-    partial = list((folder / "blobs").glob("*.incomplete"))
-    assert partial and 0 < partial[0].stat().st_size < len(hub.files["model.safetensors"][0])
+    assert 0 < partial_size(folder, weights) < len(hub.files["model.safetensors"][0])
 
     # Reported as partial without changing anything (the role's verify), in check mode as well.
     rc, result, out = run_module(tmp_path, home, hub.url, download=False)
@@ -191,7 +202,7 @@ def test_a_killed_download_is_completed_and_recorded_and_the_rerun_asks_nothing(
         assert (snapshot / name).read_bytes() == hub.files[name][0], name
     assert not (snapshot / "consolidated.safetensors").exists()
     assert not list((folder / "blobs").glob("*.incomplete"))  # the killed download's partial file is gone
-    assert json.loads((folder / ".llmstack-download.json").read_text())["commit"] == COMMIT
+    assert json.loads((folder / ".llmstack-download.main.json").read_text())["commit"] == COMMIT
 
     # The rerun checks the cache against its record: no change, no request to the Hub.
     asked = len(hub.requests)
@@ -211,7 +222,7 @@ def test_a_download_that_fails_is_named_and_not_recorded(tmp_path, hub):
     home = tmp_path / "hf"
     rc, result, out = run_module(tmp_path, home, hub.url + "/no-such-hub")
     assert rc != 0 and "hf download llmstack-test/tiny failed" in out, out[-3000:]
-    assert not (home / "hub" / ("models--" + REPO.replace("/", "--")) / ".llmstack-download.json").exists()
+    assert not (home / "hub" / ("models--" + REPO.replace("/", "--")) / ".llmstack-download.main.json").exists()
 
 
 def test_the_vllm_role_completes_a_download_an_earlier_run_left_half_way(tmp_path, hub):

@@ -23,17 +23,27 @@ TREE = [
 ]
 
 
-def cache(tmp_path, files, commit=COMMIT):
+def cache(tmp_path, files, commit=COMMIT, shared=False):
     """A repository folder as huggingface_hub leaves it: each file a blob named by its etag, linked from the
-    snapshot."""
+    snapshot (relatively, ../../blobs/<etag>), refs/main naming the commit. ``shared``: huggingface_hub 2.x's shared
+    blob store, where the repository's blob is itself a link to hub/blobs/<2 hex>/<xet hash>."""
     folder = tmp_path / "hub" / "models--org--tiny"
     (folder / "blobs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs").mkdir(exist_ok=True)
+    (folder / "refs" / "main").write_text(commit)
     for path, (data, etag) in files.items():
         blob = folder / "blobs" / etag
-        blob.write_bytes(data)
+        if shared:
+            xet = hashlib.sha256(b"xet" + data).hexdigest()
+            store = tmp_path / "hub" / "blobs" / xet[:2]
+            store.mkdir(parents=True, exist_ok=True)
+            (store / xet).write_bytes(data)
+            blob.symlink_to(os.path.relpath(store / xet, blob.parent))
+        else:
+            blob.write_bytes(data)
         link = folder / "snapshots" / commit / path
         link.parent.mkdir(parents=True, exist_ok=True)
-        link.symlink_to(blob)
+        link.symlink_to(os.path.relpath(blob, link.parent))
     return str(folder)
 
 
@@ -65,6 +75,14 @@ def test_a_complete_cache_passes_and_each_defect_is_named(tmp_path):
         "model.safetensors: its blob is not the Hub's sha256 %s" % sha]
 
 
+def test_a_blob_in_the_shared_xet_store_is_named_by_the_link_the_snapshot_holds(tmp_path):
+    sha = hashlib.sha256(WEIGHTS).hexdigest()
+    expected = hf_cache.expected_files(TREE, ["*consolidated*", "original/"])
+    folder = cache(tmp_path, {"config.json": (CONFIG, "c0ffee"), "model.safetensors": (WEIGHTS, sha)}, shared=True)
+    assert os.path.basename(os.path.realpath(os.path.join(folder, "blobs", sha))) != sha  # the chain goes on
+    assert hf_cache.check(folder, COMMIT, expected) == {"complete": True, "missing": [], "wrong": []}
+
+
 def test_partial_files_of_a_killed_download_are_found(tmp_path):
     folder = cache(tmp_path, {"config.json": (CONFIG, "c0ffee")})
     partial = os.path.join(folder, "blobs", "%s.1a2b3c4d.incomplete" % ("e" * 64))
@@ -79,15 +97,32 @@ def test_only_a_record_of_the_same_revision_and_excludes_with_its_files_there_is
     expected = hf_cache.expected_files(TREE, ["*consolidated*", "original/"])
     folder = cache(tmp_path, {"config.json": (CONFIG, "c0ffee"), "model.safetensors": (WEIGHTS, sha)})
     assert hf_cache.recorded_state(folder, "main", ["*consolidated*"])["complete"] is False  # no record yet
-    with open(os.path.join(folder, hf_cache.RECORD), "w") as handle:
+    with open(hf_cache.record_path(folder, "main"), "w") as handle:
         handle.write(hf_cache.record_text("main", COMMIT, expected, ["*consolidated*"]))
     assert hf_cache.recorded_state(folder, "main", ["*consolidated*"])["complete"] is True
     assert hf_cache.recorded_state(folder, "v2", ["*consolidated*"])["complete"] is False
     assert hf_cache.recorded_state(folder, "main", [])["complete"] is False
+    # The branch moved on to a newer commit whose download was cut short: what refs/main serves is not complete.
+    with open(os.path.join(folder, "refs", "main"), "w") as handle:
+        handle.write("b" * 40)
+    state = hf_cache.recorded_state(folder, "main", ["*consolidated*"])
+    assert state["complete"] is False and state["wrong"] == ["refs/main: names %s, not the complete %s"
+                                                             % ("b" * 40, COMMIT)]
+    with open(os.path.join(folder, "refs", "main"), "w") as handle:
+        handle.write(COMMIT)
     os.unlink(os.path.join(folder, "snapshots", COMMIT, "config.json"))
     state = hf_cache.recorded_state(folder, "main", ["*consolidated*"])
     assert state["complete"] is False and state["missing"] == ["config.json"]
     # A torn or foreign record is no record.
-    with open(os.path.join(folder, hf_cache.RECORD), "w") as handle:
+    with open(hf_cache.record_path(folder, "main"), "w") as handle:
         handle.write(json.dumps({"version": 99})[:5])
-    assert hf_cache.read_record(folder) is None
+    assert hf_cache.read_record(folder, "main") is None
+
+
+def test_a_commit_revision_needs_no_ref_and_a_partial_file_has_the_lock_of_its_blob(tmp_path):
+    assert hf_cache.ref_commit(str(tmp_path), COMMIT) == COMMIT
+    assert hf_cache.ref_commit(str(tmp_path), "main") is None
+    assert hf_cache.record_path("/c/models--o--m", "release/v1") == \
+        "/c/models--o--m/.llmstack-download.release%2Fv1.json"
+    assert hf_cache.lock_path("/c/hub/models--o--m", "/c/hub/models--o--m/blobs/%s.1a2b3c4d.incomplete" % ("e" * 64)) \
+        == "/c/hub/.locks/models--o--m/%s.lock" % ("e" * 64)
