@@ -6,8 +6,9 @@ changes that could cut the controller off (network_policy's nftables table, pve_
 confirmed over a new connection, so if none gets through, the old state comes back without anyone at the console.
 
 Where systemd runs, a transient timer of its own (systemd-run: not a child of the SSH session, so neither the
-session's end nor logind's cleanup of it takes it away); else a detached shell in its own session (setsid --fork),
-which a confirmation ends with one killpg. ``module`` is an AnsibleModule (get_bin_path, run_command, fail_json)."""
+session's end nor logind's cleanup of it takes it away); else a detached shell in its own session (setsid in the
+child), which a confirmation ends with one killpg. ``module`` is an AnsibleModule (get_bin_path, run_command,
+fail_json)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -17,7 +18,7 @@ import contextlib
 import os
 import shlex
 import signal
-import time
+import subprocess
 
 
 class Timer(object):
@@ -73,16 +74,21 @@ def arm(module, timer, seconds, argv, description):
         with open(timer.unit_file, "w") as handle:
             handle.write(timer.unit + "\n")
         return
-    # setsid --fork: the shell leads its own session, so a dropped connection does not end it and a confirmation
-    # ends it (and its sleep) with one killpg; it writes its pid, then waits.
-    script = "exec </dev/null >/dev/null 2>&1; echo $$ > %s; sleep %d && %s; rm -f %s" % (
-        shlex.quote(timer.pid_file), seconds, " ".join(shlex.quote(arg) for arg in argv), shlex.quote(timer.pid_file))
-    rc, _out, err = module.run_command([module.get_bin_path("setsid", required=True), "--fork", "/bin/sh", "-c",
-                                        script])
-    if rc != 0:
-        module.fail_json(msg="could not start the rollback (nothing was changed): %s" % err.strip())
-    deadline = time.time() + 5
-    while not os.path.exists(timer.pid_file):
-        if time.time() > deadline:
-            module.fail_json(msg="the rollback process did not start (nothing was changed)")
-        time.sleep(0.05)
+    # A shell in its own session (start_new_session: setsid in the child), so a dropped connection does not end it
+    # and a confirmation ends it (and its sleep) with one killpg. Its pid is known when Popen returns and written
+    # here, before anything is changed: waiting for the shell to write it would fail the run whenever a loaded host
+    # starts the process late (a fixed 5 s wait did, in the lab beside a busy CI), and a confirmation made meanwhile
+    # would find nothing to cancel.
+    script = "sleep %d && %s; rm -f %s" % (
+        seconds, " ".join(shlex.quote(arg) for arg in argv), shlex.quote(timer.pid_file))
+    try:
+        with open(os.devnull, "r+b") as null:
+            process = subprocess.Popen(  # pylint: disable=consider-using-with  # detached: it outlives the module
+                [module.get_bin_path("sh", required=True), "-c", script], stdin=null, stdout=null, stderr=null,
+                cwd="/", close_fds=True, start_new_session=True)
+    except OSError as err:
+        module.fail_json(msg="could not start the rollback (nothing was changed): %s" % err)
+    partial = timer.pid_file + ".new"
+    with open(partial, "w") as handle:
+        handle.write("%d\n" % process.pid)
+    os.rename(partial, timer.pid_file)

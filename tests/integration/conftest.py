@@ -70,6 +70,23 @@ def parse_json_report(stdout):
     return json.loads(stdout[start:])
 
 
+def why_it_failed(stdout, stderr):
+    """What an assertion on a failed playbook run shows: each failed or unreachable task result of its JSON callback
+    report (host, play, task, message), then the end of stderr - not the end of the report, which is its stats."""
+    lines = []
+    try:
+        report = parse_json_report(stdout)
+    except (AssertionError, ValueError):
+        return stdout[-4000:] + stderr[-2000:]
+    for run in tasks_run(report):
+        for host, result in run["hosts"].items():
+            if result.get("failed") or result.get("unreachable"):
+                detail = {key: result[key] for key in ("msg", "rc", "stderr", "stdout") if result.get(key)}
+                lines.append("%s | %s | %s: %s" % (host, run["play"], run["task"],
+                                                   json.dumps(detail, sort_keys=True)[:3000]))
+    return "\n".join(lines or ["no failed task in the report"]) + "\n" + stderr[-2000:]
+
+
 @pytest.fixture
 def root():
     return ROOT

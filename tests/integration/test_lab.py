@@ -15,7 +15,7 @@ import sys
 import urllib.request
 
 import pytest
-from conftest import ROOT, ansible_env, parse_json_report, playbook, tasks_run
+from conftest import ROOT, ansible_env, parse_json_report, playbook, tasks_run, why_it_failed
 
 pytestmark = pytest.mark.slow
 LAB = os.path.join(ROOT, "inventories", "lab")
@@ -107,7 +107,7 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
 
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), "--check", "--diff", json_output=True,
                             timeout=1500)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     report = parse_json_report(out)
     created = results_of(report, "Create, update or destroy the VM")
     assert {h: (r["changed"], r["operation"]) for h, r in created.items()} == dict(
@@ -129,7 +129,7 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     assert [podman("container", "exists", c).returncode for c in vm_hosts] == [1] * len(VMS)
 
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True, timeout=SITE_TIMEOUT)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     report = parse_json_report(out)
     started = results_of(report, "Start the VM")
     assert sorted(h for h, r in started.items() if r["changed"]) == sorted(vm[2] for vm in VMS)
@@ -150,7 +150,7 @@ def test_a_new_site_is_predicted_then_built_then_left_alone(running_lab):
     assert sorted(running) == SERVICES, sorted(running)
 
     rc, out, err = playbook("site.yml", "-i", LAB, "--skip-tags", skip_tags(), json_output=True, timeout=1500)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     # The second run restarts nothing: every container and unit keeps the start time it had.
     assert started_at() == running
     stats = parse_json_report(out)["stats"]
@@ -730,14 +730,14 @@ def killed_then_rerun(tmp_path, tag, setting, host, path, written, applied):
     killed_when(args, on_host)
     assert not applied(), "killed too late: the service already applied the change (the test proves nothing)"
     rc, out, err = playbook(*args)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     wait_for(lambda: applied() or None, 60, "the service applying the change the killed run wrote")
     return args
 
 
 def put_back(tag):
     rc, out, err = playbook("site.yml", "-i", LAB, "--tags", tag)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
 
 
 def test_a_run_killed_or_failing_after_config_yaml_is_written_has_the_gateway_restart_on_the_rerun(
@@ -764,7 +764,7 @@ def test_a_run_killed_or_failing_after_config_yaml_is_written_has_the_gateway_re
     assert "num_retries: 4" not in podman("exec", "llmstack-lab-gateway", "cat", "/opt/llm-gateway/config.yaml").stdout
     assert not gateway_runs_its_config()
     rc, out, err = playbook(*args)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     assert gateway_runs_its_config()
 
 
@@ -797,7 +797,7 @@ def test_a_record_behind_the_proxys_files_reloads_it_once_on_the_next_run(runnin
 
     before = reloads()
     rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "tls_proxy")
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     assert reloads() == before + 1
     digest = podman("exec", "llmstack-lab-gateway", "sha256sum", caddyfile[0]).stdout.split()[0]
     assert json.loads(podman("exec", "llmstack-lab-gateway", "cat", record).stdout)["files"][caddyfile[0]] == digest
@@ -1037,7 +1037,7 @@ def test_check_diff_after_a_manual_edit_shows_exactly_that_edit(running_lab):
     api = lab_api()
     api.nodes("lab-pve-a").qemu(120).config.put(cores=4)
     rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "gpu_vm", "--check", "--diff", json_output=True)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     runs = [r for r in tasks_run(parse_json_report(out)) if r["task"].endswith("Create, update or destroy the VM")]
     result_a, result_b = runs[0]["hosts"]["lab-gpu-a"], runs[0]["hosts"]["lab-gpu-b"]
     before, after = result_a["diff"]["before"], result_a["diff"]["after"]
@@ -1046,7 +1046,7 @@ def test_check_diff_after_a_manual_edit_shows_exactly_that_edit(running_lab):
     assert (str(before["cores"]), str(after["cores"])) == ("4", "16")
     assert effective(api, "lab-pve-a", 120, "cores") == "4"
     rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "gpu_vm", json_output=True)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     assert {h: s["changed"] for h, s in parse_json_report(out)["stats"].items() if s["changed"]} == {"lab-gpu-a": 1}
     assert effective(api, "lab-pve-a", 120, "cores") == "16"
 

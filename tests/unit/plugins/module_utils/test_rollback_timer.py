@@ -19,12 +19,13 @@ class Failed(Exception):
 class Module(object):
     """What rollback_timer uses of an AnsibleModule; commands really run unless ``record`` is set."""
 
-    def __init__(self, record=False):
+    def __init__(self, record=False, path=None):
         self.calls = []
         self.record = record
+        self.path = path
 
     def get_bin_path(self, name, required=False):
-        path = shutil.which(name) or ("/usr/bin/" + name if self.record else None)
+        path = shutil.which(name, path=self.path) or ("/usr/bin/" + name if self.record else None)
         if required and not path:
             raise Failed("missing " + name)
         return path
@@ -79,6 +80,44 @@ def test_a_confirmed_rollback_never_runs(tmp_path, detached):
     assert rollback_timer.cancel(module, timer) is True
     assert not wait_for(str(marker), 4), "a cancelled rollback ran"
     assert rollback_timer.cancel(module, timer) is False       # nothing pending any more
+
+
+@pytest.fixture
+def slow_host(tmp_path):
+    """A PATH on which every program the detached path may start (sh, setsid) begins its work only 7 s after it was
+    started, as on a host loaded by everything else a run does (the lab beside a busy CI: its rollback process was
+    not there after the 5 s the old code waited, and the run failed). A double of the host's speed, the real programs
+    underneath."""
+    bin_dir = tmp_path / "slow-bin"
+    bin_dir.mkdir()
+    for name in ("sh", "setsid"):
+        real = shutil.which(name)
+        if name == "setsid":  # setsid --fork returns at once; the process it forks starts late
+            body = '( sleep 7; exec %s "$@" ) </dev/null >/dev/null 2>&1 &\n' % real
+        else:
+            body = 'sleep 7\nexec %s "$@"\n' % real
+        (bin_dir / name).write_text("#!/bin/sh\n" + body)
+        (bin_dir / name).chmod(0o755)
+    return "%s:%s" % (bin_dir, os.environ.get("PATH", "/usr/bin:/bin"))
+
+
+def test_a_process_that_starts_late_still_runs_and_a_confirmation_meanwhile_still_stops_it(
+        tmp_path, detached, slow_host):
+    module = Module(path=slow_host)
+    late = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="late-")
+    marker = tmp_path / "rolled back"
+    started = time.monotonic()
+    rollback_timer.arm(module, late, 1, ["/bin/sh", "-c", "echo back > '%s'" % marker], "test")
+    assert time.monotonic() - started < 5, "arm waited for the process to start"
+    assert os.path.exists(late.pid_file)
+    assert wait_for(str(marker), 30), "the rollback did not run"
+    assert wait_for_gone(late.pid_file, 5)
+
+    confirmed = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="confirmed-")
+    kept = tmp_path / "confirmed"
+    rollback_timer.arm(module, confirmed, 1, ["/bin/sh", "-c", "echo back > '%s'" % kept], "test")
+    assert rollback_timer.cancel(module, confirmed) is True   # before the process even began
+    assert not wait_for(str(kept), 12), "a rollback confirmed before its process began ran anyway"
 
 
 def test_under_systemd_it_is_a_transient_timer_and_cancel_stops_it(tmp_path, monkeypatch):
