@@ -1,10 +1,12 @@
 """Helpers for the integration tests: run ansible-playbook from the checkout as the Makefile does."""
 
+import contextlib
 import json
 import os
 import secrets
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -85,6 +87,38 @@ def why_it_failed(stdout, stderr):
                 lines.append("%s | %s | %s: %s" % (host, run["play"], run["task"],
                                                    json.dumps(detail, sort_keys=True)[:3000]))
     return "\n".join(lines or ["no failed task in the report"]) + "\n" + stderr[-2000:]
+
+
+SYSTEMD_IMAGE = "localhost/llmstack-debian13-systemd"
+
+
+def podman(*args, check=True, stdin=None):
+    """podman with the harness's containers.conf; a non-zero exit fails the test unless check is false."""
+    result = subprocess.run(["podman"] + list(args), env=ansible_env(), text=True, capture_output=True, input=stdin,
+                            check=False)
+    assert not check or result.returncode == 0, "podman %s: %s" % (" ".join(args[:3]), result.stderr)
+    return result
+
+
+@contextlib.contextmanager
+def systemd_container(name, packages=(), image=SYSTEMD_IMAGE, timeout=60):
+    """A host as a site has one, for a role test: a privileged container booting systemd from ``image`` (its own
+    network namespace: nothing it changes reaches this machine), labelled for the harness's cleanup, with Debian's
+    ``packages`` installed from the mirror once systemd runs; removed when the block ends, however it ends."""
+    podman("rm", "-f", "-t", "0", name, check=False)
+    podman("run", "-d", "--name", name, "--privileged", "--label", "io.llmstack.test=1", image)
+    try:
+        deadline = time.monotonic() + timeout
+        while podman("exec", name, "systemctl", "is-system-running", check=False).stdout.strip() not in (
+                "running", "degraded"):
+            assert time.monotonic() < deadline, "systemd did not come up in %s" % name
+            time.sleep(1)
+        if packages:
+            podman("exec", name, "sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y "
+                   "-qq %s >/dev/null" % " ".join(packages))
+        yield name
+    finally:
+        podman("rm", "-f", "-t", "0", name, check=False)
 
 
 @pytest.fixture

@@ -12,11 +12,10 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, ROOT, ansible_env, parse_json_report, playbook
+from conftest import BIN, ROOT, ansible_env, parse_json_report, playbook, podman, systemd_container, why_it_failed
 
 pytestmark = pytest.mark.slow
 NAME = "llmstack-np-role"
-IMAGE = "localhost/llmstack-debian13-systemd"
 OWN_TABLE = "table inet hostfw {\n\tchain input {\n\t\ttype filter hook input priority filter + 10; policy accept;\n" \
             "\t\ttcp dport 5555 counter drop\n\t}\n}\n"
 
@@ -56,41 +55,23 @@ DOCKER_LIKE = ("table ip nat {\n\tchain DOCKER {\n\t}\n\tchain PREROUTING {\n\t\
                "add rule ip nat DOCKER tcp dport 4000 counter dnat to 172.17.0.2:4000\n")
 
 
-def podman(*args, check=True):
-    result = subprocess.run(["podman"] + list(args), env=ansible_env(), text=True, capture_output=True, check=False)
-    assert not check or result.returncode == 0, result.stderr
-    return result
-
-
 def inside(*cmd):
     return podman("exec", NAME, *cmd).stdout
 
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    podman("rm", "-f", "-t", "0", NAME, check=False)
-    podman("run", "-d", "--name", NAME, "--privileged", "--label", "io.llmstack.test=1", IMAGE)
-    try:
-        deadline = time.time() + 60
-        while podman("exec", NAME, "systemctl", "is-system-running", check=False).stdout.strip() not in (
-                "running", "degraded"):
-            assert time.time() < deadline, "systemd did not come up"
-            time.sleep(1)
-        podman("exec", NAME, "sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-               "nftables >/dev/null")
-        subprocess.run(["podman", "exec", "-i", NAME, "nft", "-f", "-"], input=OWN_TABLE, env=ansible_env(),
-                       text=True, check=True, capture_output=True)
+    with systemd_container(NAME, ["nftables"]):
+        podman("exec", "-i", NAME, "nft", "-f", "-", stdin=OWN_TABLE)
         path = tmp_path_factory.mktemp("np-role")
         (path / "hosts.yml").write_text(INVENTORY)
         (path / "play.yml").write_text(PLAY)
         yield path
-    finally:
-        podman("rm", "-f", "-t", "0", NAME, check=False)
 
 
 def run(path, *extra):
     rc, out, err = playbook(str(path / "play.yml"), "-i", str(path / "hosts.yml"), *extra, json_output=True)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     return parse_json_report(out)["stats"]["np-gw"]
 
 
@@ -116,8 +97,7 @@ def test_the_policy_is_loaded_persisted_kept_and_taken_away_exactly(host):
     # Issue #31: Debian's nftables.conf flushes the whole ruleset and the service's stop does too, so a restart or
     # reload took Docker's tables away (its published ports). A table as Docker makes it (ip nat, DNAT to a
     # container) must outlive both; the policy comes back as it was (a rerun changes nothing).
-    subprocess.run(["podman", "exec", "-i", NAME, "nft", "-f", "-"], input=DOCKER_LIKE, env=ansible_env(), text=True,
-                   check=True, capture_output=True)
+    podman("exec", "-i", NAME, "nft", "-f", "-", stdin=DOCKER_LIKE)
     for action in ("restart", "reload", "restart"):
         podman("exec", NAME, "systemctl", action, "nftables")
         ruleset = inside("nft", "list", "ruleset")
@@ -147,7 +127,7 @@ def test_the_policy_is_loaded_persisted_kept_and_taken_away_exactly(host):
     absent = host / "absent.yml"
     absent.write_text(PLAY.replace("network_policy_rollback_seconds: 30", "network_policy_state: absent"))
     rc, out, err = playbook(str(absent), "-i", str(host / "hosts.yml"))
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     assert inside("nft", "list", "ruleset") == before_ruleset
     assert inside("cat", "/etc/nftables.conf") == before_conf
     assert podman("exec", NAME, "test", "-e", "/etc/nftables.d/llmstack.nft", check=False).returncode == 1

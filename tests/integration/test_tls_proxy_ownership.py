@@ -11,15 +11,13 @@ double.
 Before this, the role stopped and disabled the other server whenever it ran (the host's Caddy site went down with
 nginx present), and absent stopped nginx with every other site on it."""
 
-import subprocess
 import time
 
 import pytest
-from conftest import ansible_env, parse_json_report, playbook
+from conftest import parse_json_report, playbook, podman, systemd_container, why_it_failed
 
 pytestmark = pytest.mark.slow
 NAME = "llmstack-tls-own"
-IMAGE = "localhost/llmstack-debian13-systemd"
 
 INVENTORY = """
 all:
@@ -46,13 +44,6 @@ WIKI = "server {\n    listen 127.0.0.1:8080;\n    location / { return 200 \"wiki
 CADDYFILE = "http://127.0.0.1:8081 {\n\trespond \"mine\"\n}\n"
 
 
-def podman(*args, check=True, stdin=None):
-    result = subprocess.run(["podman"] + list(args), env=ansible_env(), text=True, capture_output=True,
-                            input=stdin, check=False)
-    assert not check or result.returncode == 0, result.stderr
-    return result
-
-
 def inside(*cmd, check=True):
     return podman("exec", NAME, *cmd, check=check)
 
@@ -70,15 +61,7 @@ def active(unit):
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory):
-    podman("rm", "-f", "-t", "0", NAME, check=False)
-    podman("run", "-d", "--name", NAME, "--privileged", "--label", "io.llmstack.test=1", IMAGE)
-    try:
-        deadline = time.time() + 60
-        while inside("systemctl", "is-system-running", check=False).stdout.strip() not in ("running", "degraded"):
-            assert time.time() < deadline, "systemd did not come up"
-            time.sleep(1)
-        inside("sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "
-               "nginx caddy curl python3-cryptography >/dev/null")
+    with systemd_container(NAME, ["nginx", "caddy", "curl", "python3-cryptography"]):
         podman("exec", "-i", NAME, "sh", "-c", "cat >/etc/nginx/conf.d/wiki.conf", stdin=WIKI)
         podman("exec", "-i", NAME, "sh", "-c", "cat >/etc/caddy/Caddyfile", stdin=CADDYFILE)
         inside("chown", "root:caddy", "/etc/caddy/Caddyfile")
@@ -90,13 +73,11 @@ def host(tmp_path_factory):
         (path / "hosts.yml").write_text(INVENTORY)
         (path / "play.yml").write_text(PLAY)
         yield path
-    finally:
-        podman("rm", "-f", "-t", "0", NAME, check=False)
 
 
 def run(path, *extra):
     rc, out, err = playbook(str(path / "play.yml"), "-i", str(path / "hosts.yml"), *extra, json_output=True)
-    assert rc == 0, out[-4000:] + err[-2000:]
+    assert rc == 0, why_it_failed(out, err)
     return parse_json_report(out)["stats"]["tls-own"]
 
 
