@@ -778,6 +778,91 @@ def test_a_run_killed_after_prometheus_yml_is_written_has_prometheus_reload_on_t
     wait_for(lambda: not prometheus_scrapes_every("17s")(), 60, "Prometheus back on its default interval")
 
 
+def killed_after(args, task, host):
+    """Run ansible-playbook with args and have it SIGKILLed (its process group: workers and connections too) the
+    moment ``task`` ends on ``host`` - tests/harness/callback_plugins/kill_after.py, so the run dies exactly between
+    a config's write and its handler, not whenever a poller sees the file."""
+    env = ansible_env(ANSIBLE_CALLBACK_PLUGINS=os.path.join(ROOT, "tests", "harness", "callback_plugins"),
+                      ANSIBLE_CALLBACKS_ENABLED="pvegpu.llmstack.audit_log,kill_after",
+                      LLMSTACK_KILL_AFTER_TASK=task, LLMSTACK_KILL_AFTER_HOST=host)
+    result = subprocess.run([os.path.join(ROOT, ".venv", "bin", "ansible-playbook")] + list(args), cwd=ROOT, env=env,
+                            text=True, capture_output=True, start_new_session=True, timeout=900, check=False)
+    assert result.returncode == -9, "not killed after %r (rc %s): %s" % (
+        task, result.returncode, why_it_failed(result.stdout, result.stderr))
+
+
+def unit_process(unit, host="llmstack-lab-gpu-b"):
+    """(start, command line) of a unit's main process: systemd's ExecMainStartTimestampMonotonic and the process's
+    own argv from /proc, as the server runs it."""
+    show = podman("exec", host, "systemctl", "show", "-p", "MainPID,ExecMainStartTimestampMonotonic", unit)
+    props = dict(line.split("=", 1) for line in show.stdout.splitlines() if "=" in line)
+    cmdline = podman("exec", host, "cat", "/proc/%s/cmdline" % props.get("MainPID", "0")).stdout
+    return props.get("ExecMainStartTimestampMonotonic"), " ".join(cmdline.split("\0"))
+
+
+def test_a_vllm_unit_a_killed_run_wrote_is_restarted_by_the_rerun_and_only_that_unit(running_lab, tmp_path):
+    """The systemd method (lab-gpu-b): `reasoning`'s max_model_len changed, `site.yml --tags vllm` killed the moment
+    its units are written (before the restart handler), then run again - the rerun restarts `reasoning`, whose server
+    then runs with --max-model-len 4096 (its process's argv), and leaves `fast` (the real vLLM, whose unit did not
+    change) running as it was: the old handler restarted every unit of the host whenever one changed, so one model's
+    change cut every other model's streams. The setting put back restarts `reasoning` only, again."""
+    import yaml
+
+    with open(os.path.join(LAB, "host_vars", "lab-gpu-b.yml")) as handle:
+        models = yaml.safe_load(handle)["vllm_models"]
+    assert [m["name"] for m in models if m["name"] == "reasoning"] == ["reasoning"]
+    changed = [dict(m, max_model_len=4096) if m["name"] == "reasoning" else m for m in models]
+    extra = tmp_path / "models.json"
+    extra.write_text(json.dumps({"vllm_models": changed}))
+    args = ["site.yml", "-i", LAB, "--tags", "vllm", "--limit", "lab-gpu-b", "-e", "@%s" % extra]
+    fast, reasoning = unit_process("vllm-fast.service"), unit_process("vllm-reasoning.service")
+    assert fast[0] not in (None, "0") and "--max-model-len 4096" not in reasoning[1], (fast, reasoning)
+
+    killed_after(args, "Write one unit per model", "lab-gpu-b")
+    unit = podman("exec", "llmstack-lab-gpu-b", "cat", "/etc/systemd/system/vllm-reasoning.service").stdout
+    assert "--max-model-len 4096" in unit
+    assert unit_process("vllm-reasoning.service") == reasoning, "the killed run restarted it (the test proves nothing)"
+
+    rc, out, err = playbook(*args, json_output=True)
+    assert rc == 0, why_it_failed(out, err)
+    wait_for(lambda: "--max-model-len 4096" in unit_process("vllm-reasoning.service")[1] or None, 60,
+             "reasoning running with the unit the killed run wrote")
+    assert unit_process("vllm-fast.service") == fast, "fast was restarted though its unit did not change"
+
+    rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "vllm", "--limit", "lab-gpu-b", json_output=True)
+    assert rc == 0, why_it_failed(out, err)
+    assert "--max-model-len 4096" not in unit_process("vllm-reasoning.service")[1]
+    assert unit_process("vllm-fast.service") == fast, "fast was restarted though its unit did not change"
+
+
+def caddy_max_body():
+    """The request body limit the gateway's running Caddy enforces, read from its admin API (its live JSON config,
+    not the Caddyfile)."""
+    read = podman("exec", "llmstack-lab-gateway", "python3", "-c",
+                  "import urllib.request; print(urllib.request.urlopen('http://localhost:2019/config/').read().decode())")
+    assert read.returncode == 0, read.stderr
+    return sorted(set(int(size) for size in re.findall(r'"max_size":\s*(\d+)', read.stdout)))
+
+
+def test_a_run_killed_after_the_caddyfile_is_written_has_caddy_reload_it_on_the_rerun(running_lab, tmp_path):
+    """tls_proxy: tls_proxy_max_body_mb changed, `site.yml --tags tls_proxy` killed the moment the new Caddyfile is
+    written (its reload comes at the next flush), then run again: the running Caddy enforces the new limit (its admin
+    API's config). Put back after."""
+    before = caddy_max_body()
+    assert before and 7000000 not in before, before
+    extra = tmp_path / "setting.json"
+    extra.write_text(json.dumps({"tls_proxy_max_body_mb": 7}))
+    args = ["site.yml", "-i", LAB, "--tags", "tls_proxy", "-e", "@%s" % extra]
+    killed_after(args, "Write the Caddyfile (caddy validate must accept it first)", "lab-gateway")
+    assert "max_size 7MB" in podman("exec", "llmstack-lab-gateway", "cat", "/etc/caddy/Caddyfile").stdout
+    assert caddy_max_body() == before, "the killed run reloaded Caddy (the test proves nothing)"
+    rc, out, err = playbook(*args, json_output=True)
+    assert rc == 0, why_it_failed(out, err)
+    assert caddy_max_body() == [7000000]
+    put_back("tls_proxy")
+    assert caddy_max_body() == before
+
+
 def test_a_record_behind_the_proxys_files_reloads_it_once_on_the_next_run(running_lab):
     """What a run that died after writing the Caddyfile leaves behind - applied_config's record of it older than the
     file (set here by hand, instead of a third killed run) - has the next `--tags tls_proxy` reload Caddy once and
