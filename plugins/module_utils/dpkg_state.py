@@ -18,9 +18,21 @@ __metaclass__ = type
 import errno
 import fcntl
 import os
+import re
+import struct
 import time
 
 LOCKS = ("lock-frontend", "lock")
+DIGITS = re.compile(r"^[0-9]+$")
+FLOCK = "hhqqi0q"  # native alignment, padded to the kernel's 32 bytes (64-bit Linux)
+
+
+# dpkg's package states that `dpkg --configure -a` finishes, and the one it cannot (a package killed while being
+# unpacked: apt reinstalls it, dpkg alone does not).
+CONFIGURABLE = ("unpacked", "half-configured", "triggers-awaited", "triggers-pending")
+REINSTALL = ("half-installed",)
+# The dpkg-query format the states are read with: "<state> <package>" per package.
+QUERY_FORMAT = "${db:Status-Status} ${binary:Package}\n"
 
 
 def journal(admindir):
@@ -31,39 +43,41 @@ def journal(admindir):
         if exc.errno == errno.ENOENT:
             return []
         raise
-    return sorted(name for name in names if name.isdigit())
+    return sorted(name for name in names if DIGITS.match(name))
 
 
-def audit_packages(audit_output):
-    """The package names `dpkg --audit` lists as not fully installed (its lines ` name    description`)."""
-    found = []
-    for line in audit_output.splitlines():
-        if line.startswith(" ") and line.strip():
-            name = line.split()[0]
-            if name not in found:
-                found.append(name)
-    return found
+def unfinished(query_output):
+    """(packages dpkg --configure -a finishes, packages only a reinstall fixes) of dpkg-query's QUERY_FORMAT lines."""
+    configure, reinstall = [], []
+    for line in query_output.splitlines():
+        words = line.split()
+        if len(words) != 2:
+            continue
+        if words[0] in CONFIGURABLE:
+            configure.append(words[1])
+        elif words[0] in REINSTALL:
+            reinstall.append(words[1])
+    return configure, reinstall
 
 
 def lock_holder(admindir):
     """The first of dpkg's lock files some process holds now (an fcntl lock, as dpkg and apt take them), else None.
-    The lock is only tested: taken and given back at once."""
+    Asked with F_GETLK, so nothing is taken: an apt starting in the same instant never finds it held by us. A lock
+    file this user may not open is taken as free (dpkg itself then says why it cannot run)."""
     for name in LOCKS:
         path = os.path.join(admindir, name)
         try:
-            handle = os.open(path, os.O_RDWR)
+            handle = os.open(path, os.O_RDONLY)
         except OSError as exc:
-            if exc.errno == errno.ENOENT:
+            if exc.errno in (errno.ENOENT, errno.EACCES, errno.EPERM):
                 continue
             raise
         try:
-            try:
-                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EACCES, errno.EAGAIN):
-                    return path
-                raise
-            fcntl.lockf(handle, fcntl.LOCK_UN)
+            # struct flock {short l_type, l_whence; off_t l_start, l_len; pid_t l_pid} - a write lock on the whole file
+            query = struct.pack(FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+            answer = fcntl.fcntl(handle, fcntl.F_GETLK, query)
+            if struct.unpack(FLOCK, answer)[0] != fcntl.F_UNLCK:
+                return path
         finally:
             os.close(handle)
     return None

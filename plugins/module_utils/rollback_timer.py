@@ -53,7 +53,8 @@ def cancel(module, timer):
         return False
     with contextlib.suppress(OSError):  # already gone: it ran, or the host rebooted
         os.killpg(pid, signal.SIGTERM)
-    os.unlink(timer.pid_file)
+    with contextlib.suppress(FileNotFoundError):  # the shell's own `rm -f` after it ran
+        os.unlink(timer.pid_file)
     return True
 
 
@@ -89,6 +90,12 @@ def arm(module, timer, seconds, argv, description):
     except OSError as err:
         module.fail_json(msg="could not start the rollback (nothing was changed): %s" % err)
     partial = timer.pid_file + ".new"
-    with open(partial, "w") as handle:
-        handle.write("%d\n" % process.pid)
-    os.rename(partial, timer.pid_file)
+    try:
+        with open(partial, "w") as handle:
+            handle.write("%d\n" % process.pid)
+        os.rename(partial, timer.pid_file)
+    except OSError as err:
+        # Untracked, it would still run later and put back a state some later run made: it goes now.
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGTERM)
+        module.fail_json(msg="could not record the rollback (nothing was changed): %s" % err)

@@ -427,7 +427,7 @@ def caddyfile(settings):
         matchers += _caddy_matcher(path)
     lines += [
         "    request_body {",
-        "        max_size %dMB" % int(str(settings["max_body_mb"])),
+        "        max_size %dMiB" % int(str(settings["max_body_mb"])),  # MiB, as documented (Caddy reads MB as 10^6)
         "    }",
         "    header -Server",
         "    @api path %s" % " ".join(matchers),

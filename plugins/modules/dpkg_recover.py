@@ -17,9 +17,10 @@ description:
     and from then on every apt task fails with C(dpkg was interrupted, you must manually run 'dpkg --configure -a').
     Every role of this collection that installs packages runs this module first, so that the rerun converges.
   - It waits while a package manager holds dpkg's locks (one that runs is not interrupted), then runs
-    C(dpkg --configure -a) (non-interactive, the installed config files kept) when the journal has entries or
-    C(dpkg --audit) lists packages not fully installed. A package that is still not fully installed afterwards
-    fails the task with its name and dpkg's words.
+    C(dpkg --configure -a) (non-interactive, the installed config files kept) when the journal has entries or a
+    package is left unpacked, half-configured or awaiting triggers. A package still unfinished afterwards fails the
+    task with its name and dpkg's words. A package killed while being unpacked (half-installed) is only named in a
+    warning - apt reinstalls it, dpkg cannot.
   - On a healthy host it only reads, and reports no change.
   - The logic is in plugins/module_utils/dpkg_state.py.
 author:
@@ -57,7 +58,14 @@ journal:
   type: list
   elements: str
 packages:
-  description: The packages C(dpkg --audit) listed as not fully installed before anything ran.
+  description: The packages left unpacked, half-configured or awaiting triggers before anything ran (what
+    C(dpkg --configure -a) finishes).
+  returned: success
+  type: list
+  elements: str
+reinstall:
+  description: The packages left half-installed (killed while being unpacked), which only a reinstall fixes; a
+    warning names them, nothing fails on them.
   returned: success
   type: list
   elements: str
@@ -78,7 +86,8 @@ def main():
     admindir = module.params["admindir"]
     dpkg = module.get_bin_path("dpkg")
     if dpkg is None:
-        module.exit_json(changed=False, journal=[], packages=[], msg="dpkg is not installed: nothing to finish")
+        module.exit_json(changed=False, journal=[], packages=[], reinstall=[],
+                         msg="dpkg is not installed: nothing to finish")
     if module.params["lock_timeout"] < 0:
         module.fail_json(msg="lock_timeout: %d is negative" % module.params["lock_timeout"])
     held = dpkg_state.wait_for_locks(admindir, module.params["lock_timeout"])
@@ -86,21 +95,29 @@ def main():
         module.fail_json(msg="a package manager still holds %s after %d s (unattended-upgrades or another apt run?); "
                              "nothing was changed" % (held, module.params["lock_timeout"]))
     entries = dpkg_state.journal(admindir)
+    query = module.get_bin_path("dpkg-query", required=True)
     options = ["--admindir=%s" % admindir]
-    rc, out, err = module.run_command([dpkg] + options + ["--audit"])
-    broken = dpkg_state.audit_packages(out)
-    result = dict(changed=bool(entries or broken), journal=entries, packages=broken)
+
+    def states():
+        rc, out, err = module.run_command([query] + options + ["-W", "-f", dpkg_state.QUERY_FORMAT])
+        if rc not in (0, 1):  # 1: no packages at all
+            module.fail_json(msg="dpkg-query could not read dpkg's database: %s" % err.strip())
+        return dpkg_state.unfinished(out)
+
+    configure, reinstall = states()
+    result = dict(changed=bool(entries or configure), journal=entries, packages=configure, reinstall=reinstall)
+    if reinstall:
+        module.warn("%s: killed while being unpacked (dpkg state half-installed); dpkg --configure -a cannot finish "
+                    "it, apt reinstalls it when it is installed again (apt-get install --reinstall)"
+                    % ", ".join(reinstall))
     if not result["changed"] or module.check_mode:
         module.exit_json(**result)
-    env = {"DEBIAN_FRONTEND": "noninteractive"}
     rc, out, err = module.run_command([dpkg] + options + ["--force-confdef", "--force-confold", "--configure", "-a"],
-                                      environ_update=env)
-    _rc, audit, _err = module.run_command([dpkg] + options + ["--audit"])
-    left = dpkg_state.audit_packages(audit)
+                                      environ_update={"DEBIAN_FRONTEND": "noninteractive"})
+    left, _reinstall = states()
     if rc != 0 or left or dpkg_state.journal(admindir):
-        module.fail_json(msg="dpkg --configure -a did not finish what a killed run left (still not fully installed: "
-                             "%s): %s" % (", ".join(left) or "-", (err or out).strip()[-2000:]),
-                         stdout=out, stderr=err, audit=audit, **result)
+        module.fail_json(msg="dpkg --configure -a did not finish what a killed run left (still unfinished: %s): %s"
+                             % (", ".join(left) or "-", (err or out).strip()[-2000:]), stdout=out, stderr=err, **result)
     module.exit_json(**result)
 
 

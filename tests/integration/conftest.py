@@ -84,6 +84,10 @@ def why_it_failed(stdout, stderr):
         for host, result in run["hosts"].items():
             if result.get("failed") or result.get("unreachable"):
                 detail = {key: result[key] for key in ("msg", "rc", "stderr", "stdout") if result.get(key)}
+                items = [item.get("msg") or item.get("stderr") for item in result.get("results") or []
+                         if isinstance(item, dict) and item.get("failed")]
+                if items:
+                    detail["items"] = items
                 lines.append("%s | %s | %s: %s" % (host, run["play"], run["task"],
                                                    json.dumps(detail, sort_keys=True)[:3000]))
     return "\n".join(lines or ["no failed task in the report"]) + "\n" + stderr[-2000:]

@@ -801,35 +801,32 @@ def unit_process(unit, host="llmstack-lab-gpu-b"):
 
 
 def test_a_vllm_unit_a_killed_run_wrote_is_restarted_by_the_rerun_and_only_that_unit(running_lab, tmp_path):
-    """The systemd method (lab-gpu-b): `reasoning`'s max_model_len changed, `site.yml --tags vllm` killed the moment
-    its units are written (before the restart handler), then run again - the rerun restarts `reasoning`, whose server
-    then runs with --max-model-len 4096 (its process's argv), and leaves `fast` (the real vLLM, whose unit did not
-    change) running as it was: the old handler restarted every unit of the host whenever one changed, so one model's
-    change cut every other model's streams. The setting put back restarts `reasoning` only, again."""
-    import yaml
-
-    with open(os.path.join(LAB, "host_vars", "lab-gpu-b.yml")) as handle:
-        models = yaml.safe_load(handle)["vllm_models"]
-    assert [m["name"] for m in models if m["name"] == "reasoning"] == ["reasoning"]
-    changed = [dict(m, max_model_len=4096) if m["name"] == "reasoning" else m for m in models]
-    extra = tmp_path / "models.json"
-    extra.write_text(json.dumps({"vllm_models": changed}))
-    args = ["site.yml", "-i", LAB, "--tags", "vllm", "--limit", "lab-gpu-b", "-e", "@%s" % extra]
+    """The systemd method (lab-gpu-b): `reasoning`'s max_model_len changed (on lab-gpu-b only: its host_vars take
+    llmstack_lab_reasoning_max_model_len), `site.yml --tags vllm` killed the moment its units are written (before
+    the restart handler), then run again - the rerun restarts `reasoning`, whose server then runs with
+    --max-model-len 4096 (its process's argv), and leaves `fast` (the real vLLM, whose unit did not change) running
+    as it was: the old handler restarted every unit of the host whenever one changed, so one model's change cut every
+    other model's streams. The setting put back restarts `reasoning` only, again."""
+    extra = tmp_path / "setting.json"
+    extra.write_text(json.dumps({"llmstack_lab_reasoning_max_model_len": 4096}))
+    limit = ["site.yml", "-i", LAB, "--tags", "vllm", "--limit", "lab-gpu-b"]
+    args = limit + ["-e", "@%s" % extra]
     fast, reasoning = unit_process("vllm-fast.service"), unit_process("vllm-reasoning.service")
     assert fast[0] not in (None, "0") and "--max-model-len 4096" not in reasoning[1], (fast, reasoning)
+    try:
+        killed_after(args, "Write one unit per model (systemd method)", "lab-gpu-b")
+        unit = podman("exec", "llmstack-lab-gpu-b", "cat", "/etc/systemd/system/vllm-reasoning.service").stdout
+        assert "--max-model-len 4096" in unit
+        assert unit_process("vllm-reasoning.service") == reasoning, \
+            "the killed run restarted it (the test proves nothing)"
 
-    killed_after(args, "Write one unit per model", "lab-gpu-b")
-    unit = podman("exec", "llmstack-lab-gpu-b", "cat", "/etc/systemd/system/vllm-reasoning.service").stdout
-    assert "--max-model-len 4096" in unit
-    assert unit_process("vllm-reasoning.service") == reasoning, "the killed run restarted it (the test proves nothing)"
-
-    rc, out, err = playbook(*args, json_output=True)
-    assert rc == 0, why_it_failed(out, err)
-    wait_for(lambda: "--max-model-len 4096" in unit_process("vllm-reasoning.service")[1] or None, 60,
-             "reasoning running with the unit the killed run wrote")
-    assert unit_process("vllm-fast.service") == fast, "fast was restarted though its unit did not change"
-
-    rc, out, err = playbook("site.yml", "-i", LAB, "--tags", "vllm", "--limit", "lab-gpu-b", json_output=True)
+        rc, out, err = playbook(*args, json_output=True)
+        assert rc == 0, why_it_failed(out, err)
+        wait_for(lambda: "--max-model-len 4096" in unit_process("vllm-reasoning.service")[1] or None, 60,
+                 "reasoning running with the unit the killed run wrote")
+        assert unit_process("vllm-fast.service") == fast, "fast was restarted though its unit did not change"
+    finally:
+        rc, out, err = playbook(*limit, json_output=True)
     assert rc == 0, why_it_failed(out, err)
     assert "--max-model-len 4096" not in unit_process("vllm-reasoning.service")[1]
     assert unit_process("vllm-fast.service") == fast, "fast was restarted though its unit did not change"
@@ -846,20 +843,22 @@ def caddy_max_body():
 
 def test_a_run_killed_after_the_caddyfile_is_written_has_caddy_reload_it_on_the_rerun(running_lab, tmp_path):
     """tls_proxy: tls_proxy_max_body_mb changed, `site.yml --tags tls_proxy` killed the moment the new Caddyfile is
-    written (its reload comes at the next flush), then run again: the running Caddy enforces the new limit (its admin
-    API's config). Put back after."""
+    written (its reload comes at the next flush), then run again: the running Caddy enforces the new limit, 7 MiB
+    (its admin API's config). Put back after."""
     before = caddy_max_body()
-    assert before and 7000000 not in before, before
+    assert before and 7 * 1024 * 1024 not in before, before
     extra = tmp_path / "setting.json"
     extra.write_text(json.dumps({"tls_proxy_max_body_mb": 7}))
     args = ["site.yml", "-i", LAB, "--tags", "tls_proxy", "-e", "@%s" % extra]
-    killed_after(args, "Write the Caddyfile (caddy validate must accept it first)", "lab-gateway")
-    assert "max_size 7MB" in podman("exec", "llmstack-lab-gateway", "cat", "/etc/caddy/Caddyfile").stdout
-    assert caddy_max_body() == before, "the killed run reloaded Caddy (the test proves nothing)"
-    rc, out, err = playbook(*args, json_output=True)
-    assert rc == 0, why_it_failed(out, err)
-    assert caddy_max_body() == [7000000]
-    put_back("tls_proxy")
+    try:
+        killed_after(args, "Write the Caddyfile (caddy validate must accept it first)", "lab-gateway")
+        assert "max_size 7MiB" in podman("exec", "llmstack-lab-gateway", "cat", "/etc/caddy/Caddyfile").stdout
+        assert caddy_max_body() == before, "the killed run reloaded Caddy (the test proves nothing)"
+        rc, out, err = playbook(*args, json_output=True)
+        assert rc == 0, why_it_failed(out, err)
+        assert caddy_max_body() == [7 * 1024 * 1024]
+    finally:
+        put_back("tls_proxy")
     assert caddy_max_body() == before
 
 

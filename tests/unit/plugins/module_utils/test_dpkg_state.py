@@ -7,17 +7,16 @@ import sys
 
 from ansible_collections.pvegpu.llmstack.plugins.module_utils import dpkg_state
 
-# `dpkg --audit` on a host where a killed dpkg left one package half-configured and one unpacked (Debian 13's dpkg
-# 1.22 wording).
-AUDIT = """The following packages are only half configured, probably due to problems
-configuring them the first time.  The configuration should be retried using
-dpkg --configure <package> or the configure menu option in dselect:
- llmstack-slow-postinst a package whose postinst waits
-
-The following packages have been unpacked but not yet configured.
-They must be configured using dpkg --configure or the configure
-menu option in dselect for them to work:
- nftables             Program to control packet filtering rules by Netfilter project
+# dpkg-query -W -f "${db:Status-Status} ${binary:Package}\n" on a host where a killed dpkg left one package
+# half-configured, one unpacked, one half-installed and one awaiting triggers; the rest installed or removed with
+# their config files kept.
+STATES = """installed adduser
+half-configured llmstack-slow-postinst
+unpacked nftables:amd64
+half-installed nginx-common
+triggers-pending man-db:amd64
+config-files old-tool
+installed zstd
 """
 
 
@@ -32,9 +31,17 @@ def test_the_journal_is_the_digit_named_files_of_updates_and_none_without_the_di
     assert dpkg_state.journal(str(tmp_path)) == ["0000", "0001"]
 
 
-def test_the_audit_lists_each_package_once_and_nothing_when_all_is_installed():
-    assert dpkg_state.audit_packages(AUDIT) == ["llmstack-slow-postinst", "nftables"]
-    assert dpkg_state.audit_packages("") == []
+def test_states_configure_finishes_are_told_from_the_one_only_a_reinstall_fixes():
+    assert dpkg_state.unfinished(STATES) == (["llmstack-slow-postinst", "nftables:amd64", "man-db:amd64"],
+                                             ["nginx-common"])
+    assert dpkg_state.unfinished("installed adduser\nconfig-files old-tool\n") == ([], [])
+    assert dpkg_state.unfinished("") == ([], [])
+
+
+def test_a_journal_entry_is_ascii_digits_only(tmp_path):
+    (tmp_path / "updates").mkdir()
+    (tmp_path / "updates" / "\u0663\u0663").write_text("")   # Arabic-Indic digits: str.isdigit() says yes, apt no
+    assert dpkg_state.journal(str(tmp_path)) == []
 
 
 HOLD = """
