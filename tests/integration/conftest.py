@@ -104,6 +104,21 @@ def podman(*args, check=True, stdin=None):
     return result
 
 
+def apt_install(name, packages, attempts=5, delay=15):
+    """Install Debian's ``packages`` in container ``name`` from the mirror; again, ``delay`` seconds later, while only
+    a download failed (module_utils/apt_fetch.py, as the roles' apt tasks retry: a mirror away for a moment)."""
+    from ansible_collections.pvegpu.llmstack.plugins.module_utils import apt_fetch
+
+    for attempt in range(attempts):
+        result = podman("exec", name, "sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get "
+                        "install -y -qq %s >/dev/null" % " ".join(packages), check=False)
+        said = {"failed": result.returncode != 0, "stderr": result.stderr}
+        if not apt_fetch.fetch_failed(said) or attempt == attempts - 1:
+            break
+        time.sleep(delay)
+    assert result.returncode == 0, "apt-get install %s in %s: %s" % (" ".join(packages), name, result.stderr)
+
+
 @contextlib.contextmanager
 def systemd_container(name, packages=(), image=SYSTEMD_IMAGE, timeout=60):
     """A host as a site has one, for a role test: a privileged container booting systemd from ``image`` (its own
@@ -118,8 +133,7 @@ def systemd_container(name, packages=(), image=SYSTEMD_IMAGE, timeout=60):
             assert time.monotonic() < deadline, "systemd did not come up in %s" % name
             time.sleep(1)
         if packages:
-            podman("exec", name, "sh", "-c", "apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y "
-                   "-qq %s >/dev/null" % " ".join(packages))
+            apt_install(name, packages)
         yield name
     finally:
         podman("rm", "-f", "-t", "0", name, check=False)
