@@ -30,6 +30,11 @@ from ansible_collections.pvegpu.llmstack.plugins.module_utils import bcrypt_hash
 SIZE_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(B|KB|MB|GB|TB|PB|EB|KiB|MiB|GiB|TiB|PiB|EiB)$")
 NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 GROUP_ROLES = ("gpu_vms", "llm_gateways", "observability")
+# The services' ports when the caller gives none: the role's defaults (roles/monitoring/defaults/main.yml
+# monitoring_<service>_port; test_monitoring checks they agree), one table for the scrape jobs and the compose project.
+# Grafana is on 3001, not its own 3000: Langfuse's web UI takes 3000 when both run on one host.
+DEFAULT_PORTS = {"dcgm-exporter": 9400, "node-exporter": 9100, "prometheus": 9090, "alertmanager": 9093,
+                 "grafana": 3001}
 # The basic auth user of Prometheus and Alertmanager: letters, digits, '.', '_', '-' (no ':', which ends a user name
 # in basic auth, and nothing a shell would read: the health checks name it).
 WEB_USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -183,7 +188,8 @@ def jobs_from_inventory(hosts, groups, settings):
         hv = hosts.get(host) or {}
         address = need(host, _address(host, hv, vlan), "dcgm-exporter", "monitoring_vlan")
         if address:
-            dcgm.append({"address": _hostport(address, settings.get("dcgm_port", 9400)), "labels": {"host": host}})
+            port = settings.get("dcgm_port", DEFAULT_PORTS["dcgm-exporter"])
+            dcgm.append({"address": _hostport(address, port), "labels": {"host": host}})
         models = hv.get("models") or []
         if models:
             vllm_address = hv.get("vllm_address")
@@ -207,7 +213,8 @@ def jobs_from_inventory(hosts, groups, settings):
             seen.add(host)
             address = need(host, _address(host, hosts.get(host) or {}, vlan), "node-exporter", "monitoring_vlan")
             if address:
-                node.append({"address": _hostport(address, settings.get("node_port", 9100)), "labels": {"host": host}})
+                port = settings.get("node_port", DEFAULT_PORTS["node-exporter"])
+                node.append({"address": _hostport(address, port), "labels": {"host": host}})
     litellm, tls = [], []
     for host in members["llm_gateways"]:
         # Only where the gateway serves its metrics to this host (the tls_proxy metrics listener): LiteLLM itself
@@ -232,12 +239,11 @@ def jobs_from_inventory(hosts, groups, settings):
             # target would only ever be down.
             skipped = service_start.services_to_start(
                 "monitoring", list(own), (hosts.get(host) or {}).get("not_started") or [])["skipped"]
-            for name, key, default in (("prometheus", "prometheus_port", 9090),
-                                       ("alertmanager", "alertmanager_port", 9093),
-                                       ("grafana", "grafana_port", 3000)):
+            for name in own:
                 if name in skipped:
                     continue
-                own[name].append({"address": _hostport(address, settings.get(key, default)), "labels": {"host": host}})
+                port = settings.get("%s_port" % name, DEFAULT_PORTS[name])
+                own[name].append({"address": _hostport(address, port), "labels": {"host": host}})
     if errors:
         raise MonitoringError(errors)
     job("dcgm", gpu_interval, dcgm)
@@ -413,8 +419,7 @@ def compose(settings):
     except ValueError:
         errors.append("monitoring_bind_address: %r is not an IP address (the host needs an address on monitoring_vlan)"
                       % (address,))
-    ports = dict({"dcgm-exporter": 9400, "node-exporter": 9100, "prometheus": 9090, "alertmanager": 9093,
-                  "grafana": 3001}, **(settings.get("ports") or {}))
+    ports = dict(DEFAULT_PORTS, **(settings.get("ports") or {}))
     for name, port in ports.items():
         if _port(port) is None:
             errors.append("monitoring_%s_port: %r is not a TCP port (1-65535; a number, or a string of digits)"

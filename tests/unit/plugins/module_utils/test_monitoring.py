@@ -392,3 +392,27 @@ def test_the_topology_says_whether_the_gateway_serves_its_certificates_expiry():
     assert monitoring.hosts_from_topology(topo)["gw"]["tls_expiry"] is True
     topo["endpoints"][0]["expiry"] = False
     assert monitoring.hosts_from_topology(topo)["gw"]["tls_expiry"] is False
+
+
+def test_the_ports_a_caller_leaves_out_are_the_roles_defaults_for_the_scrape_jobs_and_the_compose_project():
+    """One table (DEFAULT_PORTS) for both: the scrape job of Grafana once defaulted to 3000 while the compose project
+    published it on 3001 (the role's default), so a caller that left the port out scraped a port nothing served."""
+    import os
+
+    import yaml
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))))))
+    with open(os.path.join(root, "roles", "monitoring", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    role = dict((name, defaults["monitoring_%s_port" % name.replace("-", "_")]) for name in monitoring.SERVICES)
+    assert role == monitoring.DEFAULT_PORTS
+    jobs = by_name(monitoring.jobs_from_inventory(*inventory(), {}))
+    scraped = dict((name, int(jobs[name]["targets"][0]["address"].rsplit(":", 1)[1]))
+                   for name in ("prometheus", "alertmanager", "grafana"))
+    project = monitoring.compose({"services": ["prometheus", "alertmanager", "grafana"], "address": "10.0.10.14",
+                                  "images": {"prometheus": "docker.io/prom/prometheus:v2.55.1",
+                                             "alertmanager": "docker.io/prom/alertmanager:v0.28.1",
+                                             "grafana": "docker.io/grafana/grafana:11.6.0"}})["services"]
+    published = dict((name, int(project[name]["ports"][0].split(":")[1])) for name in scraped)
+    assert scraped == published == dict((name, role[name]) for name in scraped)
