@@ -13,7 +13,7 @@ STAGES = ["pve_hosts", "gpu_vms", "guests", "inference", "gateway", "observabili
 
 
 # Roles that other roles call (include_role/import_role) and no playbook lists, so they have no tag of their own.
-INTERNAL_ROLES = {"service_removal", "service_compose"}
+INTERNAL_ROLES = {"service_removal", "service_compose", "common"}
 
 
 def roles():
@@ -139,3 +139,17 @@ def test_the_shipped_ansible_cfg_checks_host_keys():
     # Every connection the lab inventory uses is podman's, so it does not need host keys turned off.
     rc, out, err = playbook("site.yml", "-i", os.path.join(ROOT, "inventories", "lab"), "--list-hosts")
     assert rc == 0, err
+
+
+
+def test_the_topology_fallback_is_one_role_that_the_roles_include():
+    """The topology a role reads when the validate step did not compute it comes from roles/common only: the roles
+    include it, none calls the topology module itself (there were eight copies, four of which hid the problems)."""
+    files = dict((os.path.relpath(path, ROOT), read(path))
+                 for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")))
+    computing = sorted(path for path, text in files.items() if "pvegpu.llmstack.topology:" in text)
+    assert computing == ["roles/common/tasks/main.yml"]
+    including = sorted(path for path, text in files.items() if "name: pvegpu.llmstack.common\n" in text)
+    readers = sorted(path for path, text in files.items()
+                     if "llmstack_topology is not defined" in text and not path.startswith("roles/common/"))
+    assert including == readers and len(including) >= 8, (including, readers)
