@@ -19,6 +19,7 @@ import os
 import shlex
 import signal
 import subprocess
+import time
 
 
 class Timer(object):
@@ -51,11 +52,37 @@ def cancel(module, timer):
             pid = int(handle.read().strip())
     except (OSError, ValueError):
         return False
-    with contextlib.suppress(OSError):  # already gone: it ran, or the host rebooted
-        os.killpg(pid, signal.SIGTERM)
+    # The file outlives its shell when the host reboots within the window (the shell's own `rm -f` never runs): its pid
+    # may then be another process group's, which must not be sent SIGTERM. The shell is ours only while its command
+    # line names this pid file (the script ends with `rm -f <pid file>`).
+    pending = _is_rollback_shell(pid, timer)
+    if pending:
+        with contextlib.suppress(OSError):  # gone since it was read: it just ran
+            os.killpg(pid, signal.SIGTERM)
     with contextlib.suppress(FileNotFoundError):  # the shell's own `rm -f` after it ran
         os.unlink(timer.pid_file)
-    return True
+    return pending
+
+
+def _is_rollback_shell(pid, timer, wait=5.0):
+    """Whether process ``pid`` is the shell arm() started for ``timer`` (its command line names the pid file).
+    A process's command line reads empty while the kernel is still loading the program it execs, which can be after
+    Popen returned (a confirmation right after arm, on a loaded host): that is waited out, up to ``wait`` seconds; a
+    zombie's is empty for good (it ran, and nothing reaped it)."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            with open("/proc/%d/stat" % pid) as handle:
+                stat = handle.read()
+            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+                argv = [arg for arg in handle.read().split(b"\0") if arg]
+        except OSError:  # no such process: it ran, or the host rebooted
+            return False
+        if stat[stat.rindex(")") + 2:].startswith("Z"):
+            return False
+        if argv or time.monotonic() >= deadline:
+            return any(shlex.quote(timer.pid_file).encode() in arg for arg in argv)
+        time.sleep(0.02)
 
 
 def arm(module, timer, seconds, argv, description):

@@ -806,7 +806,9 @@ def test_a_vllm_unit_a_killed_run_wrote_is_restarted_by_the_rerun_and_only_that_
     the restart handler), then run again - the rerun restarts `reasoning`, whose server then runs with
     --max-model-len 4096 (its process's argv), and leaves `fast` (the real vLLM, whose unit did not change) running
     as it was: the old handler restarted every unit of the host whenever one changed, so one model's change cut every
-    other model's streams. The setting put back restarts `reasoning` only, again."""
+    other model's streams. The setting put back restarts `reasoning` only, again. The unit changed is `reasoning`, the
+    stand-in, not `fast`: the real vLLM on its CPU backend takes minutes to load, the stand-in seconds, and what is
+    tested is which unit the handler restarts, not how long a server takes to come back."""
     extra = tmp_path / "setting.json"
     extra.write_text(json.dumps({"llmstack_lab_reasoning_max_model_len": 4096}))
     limit = ["site.yml", "-i", LAB, "--tags", "vllm", "--limit", "lab-gpu-b"]

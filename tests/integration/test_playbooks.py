@@ -141,7 +141,6 @@ def test_the_shipped_ansible_cfg_checks_host_keys():
     assert rc == 0, err
 
 
-
 def test_the_topology_fallback_is_one_role_that_the_roles_include():
     """The topology a role reads when the validate step did not compute it comes from roles/common only: the roles
     include it, none calls the topology module itself (there were eight copies, four of which hid the problems)."""

@@ -136,3 +136,22 @@ def test_under_systemd_it_is_a_transient_timer_and_cancel_stops_it(tmp_path, mon
         ["is-active", "llmstack-bridge-rollback.timer"], ["stop", "llmstack-bridge-rollback.timer"],
         ["reset-failed", "llmstack-bridge-rollback.timer", "llmstack-bridge-rollback.service"]]
     assert not os.path.exists(timer.unit_file)
+
+
+def test_a_pid_file_left_by_a_reboot_never_signals_the_process_that_has_its_pid_now(tmp_path, detached):
+    """A reboot within the window leaves the pid file (the shell's own rm never ran); after it, that pid can be any
+    process group's. A confirmation must not SIGTERM it: here a real process in its own session stands for whatever
+    got the pid, and the pid file is written as arm() writes it."""
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
+    os.makedirs(timer.state_dir)
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        with open(timer.pid_file, "w") as handle:
+            handle.write("%d\n" % other.pid)
+        assert rollback_timer.cancel(Module(), timer) is False  # nothing was pending
+        time.sleep(0.2)
+        assert other.poll() is None, "the unrelated process was signalled"
+        assert not os.path.exists(timer.pid_file)  # the stale record is gone
+    finally:
+        other.kill()
+        other.wait()
