@@ -22,6 +22,9 @@ import subprocess
 import time
 
 
+PROC = "/proc"
+
+
 class Timer(object):
     """Names of one rollback: the systemd unit and the files under ``state_dir`` (``<prefix>rollback.pid`` while it
     is a detached process, ``<prefix>rollback.unit`` while it is a systemd timer)."""
@@ -55,7 +58,10 @@ def cancel(module, timer):
     # The file outlives its shell when the host reboots within the window (the shell's own `rm -f` never runs): its pid
     # may then be another process group's, which must not be sent SIGTERM. The shell is ours only while its command
     # line names this pid file (the script ends with `rm -f <pid file>`).
-    pending = _is_rollback_shell(pid, timer)
+    ours = _is_rollback_shell(pid, timer)
+    # No /proc to ask (not mounted): as before, the recorded group is signalled - a rollback left running would put
+    # back the state this run has just confirmed, with nothing left to cancel it.
+    pending = True if ours is None else ours
     if pending:
         with contextlib.suppress(OSError):  # gone since it was read: it just ran
             os.killpg(pid, signal.SIGTERM)
@@ -65,16 +71,18 @@ def cancel(module, timer):
 
 
 def _is_rollback_shell(pid, timer, wait=5.0):
-    """Whether process ``pid`` is the shell arm() started for ``timer`` (its command line names the pid file).
-    A process's command line reads empty while the kernel is still loading the program it execs, which can be after
-    Popen returned (a confirmation right after arm, on a loaded host): that is waited out, up to ``wait`` seconds; a
-    zombie's is empty for good (it ran, and nothing reaped it)."""
+    """Whether process ``pid`` is the shell arm() started for ``timer`` (its command line names the pid file); None
+    when this host has no /proc to tell. A process's command line reads empty while the kernel is still loading the
+    program it execs, which can be after Popen returned (a confirmation right after arm, on a loaded host): that is
+    waited out, up to ``wait`` seconds; a zombie's is empty for good (it ran, and nothing reaped it)."""
+    if not os.path.isdir(os.path.join(PROC, "self")):
+        return None
     deadline = time.monotonic() + wait
     while True:
         try:
-            with open("/proc/%d/stat" % pid) as handle:
+            with open(os.path.join(PROC, str(pid), "stat")) as handle:
                 stat = handle.read()
-            with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            with open(os.path.join(PROC, str(pid), "cmdline"), "rb") as handle:
                 argv = [arg for arg in handle.read().split(b"\0") if arg]
         except OSError:  # no such process: it ran, or the host rebooted
             return False

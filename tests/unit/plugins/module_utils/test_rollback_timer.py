@@ -155,3 +155,46 @@ def test_a_pid_file_left_by_a_reboot_never_signals_the_process_that_has_its_pid_
     finally:
         other.kill()
         other.wait()
+
+
+def state(pid):
+    with open("/proc/%d/stat" % pid) as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_rollback_that_ran_and_was_never_reaped_is_not_pending(tmp_path, detached):
+    """A container whose init does not reap (sleep infinity) keeps the finished rollback shell as a zombie: its pid is
+    still there, its command line empty - it is not a pending rollback."""
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
+    os.makedirs(timer.state_dir)
+    done = subprocess.Popen(["sh", "-c", "exit 0; rm -f %s" % timer.pid_file])  # never waited for here: a zombie
+    try:
+        deadline = time.monotonic() + 10
+        while state(done.pid) != "Z":
+            assert time.monotonic() < deadline, "the shell did not end"
+            time.sleep(0.05)
+        with open(timer.pid_file, "w") as handle:
+            handle.write("%d\n" % done.pid)
+        started = time.monotonic()
+        assert rollback_timer.cancel(Module(), timer) is False
+        assert time.monotonic() - started < 2  # no wait for a command line that never comes
+    finally:
+        done.wait()
+
+
+def test_without_proc_the_recorded_group_is_still_signalled(tmp_path, detached, monkeypatch):
+    """No /proc to tell whose pid it is: the rollback is stopped as before (left running, it would put back what the
+    run has just confirmed, with nothing left to cancel it)."""
+    monkeypatch.setattr(rollback_timer, "PROC", str(tmp_path / "no-proc"))
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
+    os.makedirs(timer.state_dir)
+    pending = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        with open(timer.pid_file, "w") as handle:
+            handle.write("%d\n" % pending.pid)
+        assert rollback_timer.cancel(Module(), timer) is True
+        assert pending.wait(timeout=10) == -15  # SIGTERM
+    finally:
+        if pending.poll() is None:
+            pending.kill()
+            pending.wait()
