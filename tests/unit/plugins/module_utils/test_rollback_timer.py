@@ -138,16 +138,27 @@ def test_under_systemd_it_is_a_transient_timer_and_cancel_stops_it(tmp_path, mon
     assert not os.path.exists(timer.unit_file)
 
 
+def recorded(tmp_path, pid):
+    """A rollback record naming ``pid``, written as arm() writes it."""
+    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
+    os.makedirs(timer.state_dir, exist_ok=True)
+    with open(timer.pid_file, "w") as handle:
+        handle.write("%d\n" % pid)
+    return timer
+
+
+def state(pid):
+    with open("/proc/%d/stat" % pid) as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_a_pid_file_left_by_a_reboot_never_signals_the_process_that_has_its_pid_now(tmp_path, detached):
     """A reboot within the window leaves the pid file (the shell's own rm never ran); after it, that pid can be any
     process group's. A confirmation must not SIGTERM it: here a real process in its own session stands for whatever
-    got the pid, and the pid file is written as arm() writes it."""
-    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
-    os.makedirs(timer.state_dir)
+    got the pid."""
     other = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        with open(timer.pid_file, "w") as handle:
-            handle.write("%d\n" % other.pid)
+        timer = recorded(tmp_path, other.pid)
         assert rollback_timer.cancel(Module(), timer) is False  # nothing was pending
         time.sleep(0.2)
         assert other.poll() is None, "the unrelated process was signalled"
@@ -157,28 +168,24 @@ def test_a_pid_file_left_by_a_reboot_never_signals_the_process_that_has_its_pid_
         other.wait()
 
 
-def state(pid):
-    with open("/proc/%d/stat" % pid) as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0]
-
-
-def test_a_rollback_that_ran_and_was_never_reaped_is_not_pending(tmp_path, detached):
+def test_a_rollback_that_ran_and_was_never_reaped_is_not_pending(tmp_path, detached, monkeypatch):
     """A container whose init does not reap (sleep infinity) keeps the finished rollback shell as a zombie: its pid is
-    still there, its command line empty - it is not a pending rollback."""
-    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
-    os.makedirs(timer.state_dir)
-    done = subprocess.Popen(["sh", "-c", "exit 0; rm -f %s" % timer.pid_file])  # never waited for here: a zombie
+    still there, its command line empty for good - not a pending rollback, and not waited for as an exec in progress."""
+    done = subprocess.Popen(["sh", "-c", "exit 0"])  # never waited for here: a zombie
     try:
         deadline = time.monotonic() + 10
         while state(done.pid) != "Z":
             assert time.monotonic() < deadline, "the shell did not end"
             time.sleep(0.05)
-        with open(timer.pid_file, "w") as handle:
-            handle.write("%d\n" % done.pid)
-        started = time.monotonic()
+        timer = recorded(tmp_path, done.pid)
+
+        def no_wait(_seconds):
+            raise AssertionError("cancel waited for a zombie's command line")
+
+        monkeypatch.setattr(rollback_timer.time, "sleep", no_wait)
         assert rollback_timer.cancel(Module(), timer) is False
-        assert time.monotonic() - started < 2  # no wait for a command line that never comes
     finally:
+        monkeypatch.undo()
         done.wait()
 
 
@@ -186,13 +193,9 @@ def test_without_proc_the_recorded_group_is_still_signalled(tmp_path, detached, 
     """No /proc to tell whose pid it is: the rollback is stopped as before (left running, it would put back what the
     run has just confirmed, with nothing left to cancel it)."""
     monkeypatch.setattr(rollback_timer, "PROC", str(tmp_path / "no-proc"))
-    timer = rollback_timer.Timer(str(tmp_path / "state"), "llmstack-test-rollback", prefix="test-")
-    os.makedirs(timer.state_dir)
     pending = subprocess.Popen(["sleep", "60"], start_new_session=True)
     try:
-        with open(timer.pid_file, "w") as handle:
-            handle.write("%d\n" % pending.pid)
-        assert rollback_timer.cancel(Module(), timer) is True
+        assert rollback_timer.cancel(Module(), recorded(tmp_path, pending.pid)) is True
         assert pending.wait(timeout=10) == -15  # SIGTERM
     finally:
         if pending.poll() is None:
